@@ -1,0 +1,1 @@
+"""agentroot ``mountd``: serve any ``vfs`` composition as a real Linux FUSE mount."""

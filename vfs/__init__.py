@@ -1,0 +1,102 @@
+"""agentroot ``vfs``: the FileSystem contract in Python, and the trees it composes.
+
+One posix namespace rooted at ``/``, eight async verbs (:class:`FileSystem`), and the helpers that
+build agent roots from in-memory files, host directories and remote stores. Every tree here also
+speaks :class:`PosixFileSystem`, which is what ``mountd`` serves as a real mount. Runs under trio
+and asyncio alike.
+"""
+
+from ._dir import dir_fs
+from ._empty import empty_fs
+from ._errors import (
+    CrossMountError,
+    DeleteNotSupportedError,
+    DirectoryNotEmptyError,
+    EditError,
+    FileExistsError,
+    FileNotFoundError,
+    FileTooLargeError,
+    InvalidGrepPatternError,
+    InvalidPathError,
+    IsADirectoryError,
+    NoMountError,
+    NotADirectoryError,
+    NotSupportedError,
+    PathError,
+    PermissionDeniedError,
+    ReadOnlyMountError,
+    WriteFailedError,
+)
+from ._host import HostEntry, HostFile, HostFilesApi, InMemoryHostFiles, host_fs
+from ._local import local_file_system
+from ._overlay import overlay_fs
+from ._paths import is_under, normalize_path
+from ._posix_view import posix_view
+from ._temp import temp_fs
+from ._types import (
+    Change,
+    DirEntry,
+    FileInfo,
+    FileSystem,
+    GrepQuery,
+    GrepResult,
+    Kind,
+    OpenFile,
+    PosixFileSystem,
+    SearchQuery,
+    SearchResult,
+    Watchable,
+    change_origin,
+)
+from ._union import union_fs
+from ._walk import glob_tree, grep_tree, walk
+
+__all__ = [
+    "Change",
+    "CrossMountError",
+    "DeleteNotSupportedError",
+    "DirEntry",
+    "DirectoryNotEmptyError",
+    "EditError",
+    "FileExistsError",
+    "FileInfo",
+    "FileNotFoundError",
+    "FileSystem",
+    "FileTooLargeError",
+    "GrepQuery",
+    "GrepResult",
+    "HostEntry",
+    "HostFile",
+    "HostFilesApi",
+    "InMemoryHostFiles",
+    "InvalidGrepPatternError",
+    "InvalidPathError",
+    "IsADirectoryError",
+    "Kind",
+    "NoMountError",
+    "NotADirectoryError",
+    "NotSupportedError",
+    "OpenFile",
+    "PathError",
+    "PermissionDeniedError",
+    "PosixFileSystem",
+    "ReadOnlyMountError",
+    "SearchQuery",
+    "SearchResult",
+    "Watchable",
+    "WriteFailedError",
+    "change_origin",
+    "dir_fs",
+    "empty_fs",
+    "glob_tree",
+    "grep_tree",
+    "host_fs",
+    "is_under",
+    "local_file_system",
+    "normalize_path",
+    "overlay_fs",
+    "posix_view",
+    "temp_fs",
+    "union_fs",
+    "walk",
+]

@@ -1,0 +1,86 @@
+"""K-way merging of sorted async iterators.
+
+Every FileSystem iterator is already sorted (see ``vfs._types``), so a composer never re-sorts: it
+merges its children's streams lazily with a heap, pulling one item per child at a time. That keeps
+``max_results`` pushdown effective: a consumer that stops early stops the children early.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Sequence
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+async def merge_sorted(
+    sources: Sequence[AsyncIterable[T]], key: Callable[[T], Any]
+) -> AsyncIterator[T]:
+    """Merge sorted streams into one sorted stream; ties keep the order of ``sources``."""
+    iterators = [aiter(source) for source in sources]
+    if len(iterators) == 1:
+        async for item in iterators[0]:
+            yield item
+        return
+    heap: list[tuple[Any, int, T]] = []
+    try:
+        for index, iterator in enumerate(iterators):
+            try:
+                item = await anext(iterator)
+            except StopAsyncIteration:
+                continue
+            heap.append((key(item), index, item))
+        heapq.heapify(heap)
+        while heap:
+            _, index, item = heap[0]
+            yield item
+            try:
+                following = await anext(iterators[index])
+            except StopAsyncIteration:
+                heapq.heappop(heap)
+            else:
+                heapq.heapreplace(heap, (key(following), index, following))
+    finally:
+        for iterator in iterators:
+            close = getattr(iterator, "aclose", None)
+            if close is not None:
+                await close()
+
+
+async def unique_by_path(source: AsyncIterable[T]) -> AsyncIterator[T]:
+    """Drop items whose ``path`` equals the previous one (the first, from the earlier source, wins)."""
+    previous: str | None = None
+    async for item in source:
+        path: str = item.path  # type: ignore[attr-defined]
+        if path != previous:
+            previous = path
+            yield item
+
+
+async def take(source: AsyncIterable[T], limit: int | None) -> AsyncIterator[T]:
+    """At most ``limit`` items of ``source`` (all of them when ``limit`` is None)."""
+    if limit is None:
+        async for item in source:
+            yield item
+        return
+    if limit <= 0:
+        return
+    count = 0
+    async for item in source:
+        yield item
+        count += 1
+        if count >= limit:
+            return
+
+
+def path_key(item: Any) -> str:
+    return item.path  # type: ignore[no-any-return]
+
+
+def grep_key(item: Any) -> tuple[str, int]:
+    return (item.path, item.line_number)
+
+
+def search_key(item: Any) -> tuple[float, str]:
+    return (-item.score, item.path)

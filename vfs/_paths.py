@@ -1,0 +1,105 @@
+"""Paths of the virtual namespace: one posix tree rooted at ``/``.
+
+Theory of operation
+-------------------
+Every path that crosses the public API goes through :func:`normalize_path` first. Its result is
+absolute, has no ``.``/``..``/empty segment and no trailing slash (except the root ``/``), and never
+names anything above ``/``: ``..`` at the root stays at the root, exactly as the kernel resolves
+``/..``. ``""`` and ``"/"`` both mean the root, and a relative path is taken relative to the root.
+
+Prefix tests are by whole segment: ``/agent`` covers ``/agent`` and ``/agent/skills`` but not
+``/agent-tools``. Nothing here does I/O.
+"""
+
+from __future__ import annotations
+
+from ._errors import InvalidPathError
+
+ROOT = "/"
+NAME_MAX = 255
+
+
+def normalize_path(path: str) -> str:
+    """Return the canonical absolute form of ``path``.
+
+    Raises :class:`InvalidPathError` for a NUL byte or a segment longer than 255 bytes (UTF-8),
+    which no POSIX filesystem can store.
+    """
+    if not isinstance(path, str):
+        raise TypeError(f"path must be str, not {type(path).__name__}")
+    if "\0" in path:
+        raise InvalidPathError(path.replace("\0", "\\0"), "path contains a NUL byte")
+    if path in ("", "/"):
+        return ROOT
+    parts: list[str] = []
+    for segment in path.split("/"):
+        if segment in ("", "."):
+            continue
+        if segment == "..":
+            if parts:
+                parts.pop()
+            continue
+        if len(segment.encode("utf-8", "surrogateescape")) > NAME_MAX:
+            raise InvalidPathError(path, f"path segment longer than {NAME_MAX} bytes")
+        parts.append(segment)
+    return "/" + "/".join(parts)
+
+
+def join_path(parent: str, name: str) -> str:
+    """Join a normalized directory path and one segment."""
+    return parent + name if parent == ROOT else parent + "/" + name
+
+
+def parent_path(path: str) -> str:
+    """The directory holding a normalized path (the root is its own parent)."""
+    if path == ROOT:
+        return ROOT
+    head = path.rsplit("/", 1)[0]
+    return head or ROOT
+
+
+def base_name(path: str) -> str:
+    """The last segment of a normalized path (``""`` for the root)."""
+    return path.rsplit("/", 1)[1] if path != ROOT else ""
+
+
+def split_path(path: str) -> list[str]:
+    """The segments of a normalized path (``[]`` for the root)."""
+    return [] if path == ROOT else path[1:].split("/")
+
+
+def is_under(path: str, prefix: str) -> bool:
+    """True when ``path`` is ``prefix`` or lies beneath it, by whole segment."""
+    if prefix == ROOT:
+        return True
+    return path == prefix or path.startswith(prefix + "/")
+
+
+def is_strictly_under(path: str, prefix: str) -> bool:
+    """True when ``path`` lies beneath ``prefix`` and is not ``prefix`` itself."""
+    return path != prefix and is_under(path, prefix)
+
+
+def strip_prefix(path: str, prefix: str) -> str:
+    """``path`` relative to ``prefix``, as an absolute path of the child tree.
+
+    ``strip_prefix("/repo/a", "/repo") == "/a"``; the caller guarantees ``is_under(path, prefix)``.
+    """
+    if prefix == ROOT:
+        return path
+    rest = path[len(prefix) :]
+    return rest or ROOT
+
+
+def add_prefix(path: str, prefix: str) -> str:
+    """The inverse of :func:`strip_prefix`: place a child-tree path under ``prefix``."""
+    if prefix == ROOT:
+        return path
+    return prefix if path == ROOT else prefix + path
+
+
+def relative_to(path: str, directory: str) -> str:
+    """``path`` relative to ``directory`` without a leading slash (``""`` for the directory itself)."""
+    if directory == ROOT:
+        return path[1:]
+    return path[len(directory) + 1 :]

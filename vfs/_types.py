@@ -1,0 +1,270 @@
+"""Values and protocols of the FileSystem contract, and the POSIX extension a mount needs.
+
+Theory of operation
+-------------------
+:class:`FileSystem` is the contract: eight async verbs and nothing else. Any object with those
+methods is a FileSystem (structural typing); conveniences are free functions over it.
+
+:class:`PosixFileSystem` is what a real mount needs beyond the eight verbs: ``lstat``, open file
+handles with byte ranges, mkdir/rmdir/unlink, atomic rename, ``setattr`` (size, mode, owner,
+times) and symlinks. The built-in layers implement it; :func:`vfs.posix_view` adapts a tree that
+implements only the eight verbs, so a user's own tree composes with everything.
+
+:class:`Watchable` trees report every change made through them as :class:`Change` values, so a
+mount can invalidate exactly what the kernel caches. A change carries the *origin* active when it
+was made (:data:`change_origin`), which lets a mount ignore the changes it made itself.
+
+All paths given to and yielded by these methods are normalized (see ``vfs._paths``). Results are
+frozen dataclasses; iterators are sorted as the contract says.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Literal, Protocol, runtime_checkable
+
+Kind = Literal["file", "directory", "symlink", "missing"]
+
+ROOT = "/"
+
+
+@dataclass(frozen=True, slots=True)
+class DirEntry:
+    """One entry yielded by ``list`` or ``glob``."""
+
+    path: str
+    kind: Kind
+
+
+@dataclass(frozen=True, slots=True)
+class FileInfo:
+    """What ``stat`` answers. ``kind == "missing"`` is how a missing path is reported.
+
+    ``mtime`` is seconds since the epoch; ``mtime_ns`` is the same instant in nanoseconds, exact
+    where the tree keeps nanoseconds (give either one, the other is derived). ``mode`` holds the
+    permission bits (``0o7777``), ``None`` where the tree has no modes. The remaining fields are
+    filled by trees that keep POSIX metadata and are ``None`` elsewhere.
+    """
+
+    kind: Kind
+    size: int = 0
+    mtime: float = 0.0
+    mode: int | None = None
+    mtime_ns: int | None = None
+    uid: int | None = None
+    gid: int | None = None
+    atime_ns: int | None = None
+    ctime_ns: int | None = None
+    nlink: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.mtime_ns is None:
+            object.__setattr__(self, "mtime_ns", round(self.mtime * 1_000_000_000))
+        elif not self.mtime:
+            object.__setattr__(self, "mtime", self.mtime_ns / 1_000_000_000)
+
+    @property
+    def exists(self) -> bool:
+        return self.kind != "missing"
+
+
+MISSING = FileInfo("missing")
+
+
+@dataclass(frozen=True, slots=True)
+class GrepQuery:
+    """A regular-expression search over file contents.
+
+    ``glob`` filters the files searched: slash-free (``*.py``) matches the basename at any depth
+    under ``path``; with a slash it matches the path relative to ``path``. ``max_results`` is a
+    pushdown: implementations stop after that many hits.
+    """
+
+    pattern: str
+    path: str = ROOT
+    glob: str | None = None
+    case_insensitive: bool = False
+    max_results: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GrepResult:
+    path: str
+    line_number: int
+    line: str
+
+
+@dataclass(frozen=True, slots=True)
+class SearchQuery:
+    query: str
+    path: str = ROOT
+    max_results: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SearchResult:
+    path: str
+    score: float
+    snippet: str
+
+
+@runtime_checkable
+class FileSystem(Protocol):
+    """The contract: eight async verbs over one posix namespace rooted at ``/``."""
+
+    def list(self, prefix: str = ROOT) -> AsyncIterator[DirEntry]:
+        """Direct children of a directory, sorted by path. Missing or a file: empty."""
+        ...
+
+    async def stat(self, path: str) -> FileInfo:
+        """What is at ``path`` (following symlinks); ``kind="missing"`` when nothing is."""
+        ...
+
+    def glob(self, pattern: str, dir: str = ROOT) -> AsyncIterator[DirEntry]:
+        """Entries whose path relative to ``dir`` matches ``pattern``, sorted by path."""
+        ...
+
+    async def read(self, path: str) -> str | bytes:
+        """Text as ``str``; jpeg/png/gif/webp as ``bytes``. Raises ``FileNotFoundError``."""
+        ...
+
+    def grep(self, query: GrepQuery) -> AsyncIterator[GrepResult]:
+        """Matching lines, by path then line number. Raises ``InvalidGrepPatternError``."""
+        ...
+
+    async def write(self, path: str, contents: str | bytes) -> None:
+        """Create or overwrite a file (parents are created). Raises ``ReadOnlyMountError``,
+        ``WriteFailedError``."""
+        ...
+
+    async def delete(self, path: str) -> None:
+        """Remove a file. Raises ``FileNotFoundError``, ``ReadOnlyMountError``."""
+        ...
+
+    def search(self, query: SearchQuery) -> AsyncIterator[SearchResult]:
+        """Indexed search, by score descending then path. Empty without an index."""
+        ...
+
+
+@runtime_checkable
+class OpenFile(Protocol):
+    """An open file of a :class:`PosixFileSystem`: byte ranges, independent of the name.
+
+    A handle keeps reading and writing the file it opened even after the name is unlinked or
+    renamed over (POSIX semantics), where the tree can hold that.
+    """
+
+    async def read(self, offset: int, size: int) -> bytes: ...
+
+    async def write(self, offset: int, data: bytes) -> int:
+        """Write at ``offset`` (a gap past the end reads as zeros); return bytes written."""
+        ...
+
+    async def truncate(self, size: int) -> None: ...
+
+    async def flush(self) -> None:
+        """Make written data visible through the tree (buffering handles write back here)."""
+        ...
+
+    async def fsync(self, datasync: bool = False) -> None: ...
+
+    async def close(self) -> None: ...
+
+
+@runtime_checkable
+class PosixFileSystem(FileSystem, Protocol):
+    """The operations a POSIX mount needs beyond the eight verbs.
+
+    Paths are normalized; ``mode`` arguments are final permission bits (the caller has applied
+    its umask); ``uid``/``gid`` of ``None`` mean "the tree's default owner". Every method raises
+    :class:`vfs.PathError` subclasses whose ``errno`` is what POSIX answers.
+    """
+
+    async def lstat(self, path: str) -> FileInfo:
+        """Like ``stat`` but a final symlink is reported as ``kind="symlink"``."""
+        ...
+
+    async def open(
+        self,
+        path: str,
+        *,
+        create: bool = False,
+        exclusive: bool = False,
+        truncate: bool = False,
+        mode: int = 0o644,
+        uid: int | None = None,
+        gid: int | None = None,
+    ) -> OpenFile: ...
+
+    async def mkdir(
+        self, path: str, mode: int = 0o755, *, uid: int | None = None, gid: int | None = None
+    ) -> None: ...
+
+    async def rmdir(self, path: str) -> None: ...
+
+    async def unlink(self, path: str) -> None:
+        """Remove a file or symlink (``IsADirectoryError`` for a directory)."""
+        ...
+
+    async def rename(
+        self, src: str, dst: str, *, noreplace: bool = False, exchange: bool = False
+    ) -> None:
+        """Atomically rename a file or directory, replacing ``dst`` as POSIX ``rename(2)``."""
+        ...
+
+    async def setattr(
+        self,
+        path: str,
+        *,
+        size: int | None = None,
+        mode: int | None = None,
+        uid: int | None = None,
+        gid: int | None = None,
+        atime_ns: int | None = None,
+        mtime_ns: int | None = None,
+    ) -> FileInfo:
+        """Change what is given (without following a final symlink); return the new ``lstat``."""
+        ...
+
+    async def symlink(
+        self, path: str, target: str, *, uid: int | None = None, gid: int | None = None
+    ) -> None: ...
+
+    async def readlink(self, path: str) -> str: ...
+
+
+ChangeKind = Literal["content", "metadata", "entry"]
+
+change_origin: contextvars.ContextVar[object | None] = contextvars.ContextVar(
+    "vfs_change_origin", default=None
+)
+"""Who is changing the tree right now. A mount sets this while it serves a request, so the
+changes it makes itself come back tagged with it and it does not invalidate its own work."""
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """Something changed at ``path``.
+
+    ``content``: the file's bytes (and size, mtime). ``metadata``: mode, owner or times.
+    ``entry``: the name now points at something else or nothing (created, deleted, renamed from or
+    to, or a whole subtree swapped); everything cached beneath ``path`` is stale too.
+    """
+
+    path: str
+    kind: ChangeKind
+    origin: object | None = field(default_factory=change_origin.get)
+
+
+ChangeCallback = Callable[[Change], None]
+
+
+@runtime_checkable
+class Watchable(Protocol):
+    """A tree that reports the changes made through it."""
+
+    def watch(self, callback: ChangeCallback) -> Callable[[], None]:
+        """Call ``callback`` (synchronously, cheaply) for every change; return an unsubscribe."""
+        ...

@@ -1,0 +1,97 @@
+"""Recursive walks, glob and grep over any FileSystem, built from ``list``, ``stat`` and ``read``.
+
+A walk yields every descendant of a directory in lexicographic path order, streaming: at each
+level, an entry ``name`` is yielded before the subtree ``name/...`` and a sibling such as
+``name-x`` (``-`` sorts before ``/``) is yielded between the two. Directory symlinks are listed as
+``symlink`` and never descended. Layers with a faster native walk use their own; composers and
+user trees fall back to these.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+from ._match import compile_glob, compile_grep, compile_grep_glob, grep_lines
+from ._paths import base_name, join_path, normalize_path, relative_to
+from ._types import DirEntry, FileSystem, GrepQuery, GrepResult
+
+
+async def walk(
+    fs: FileSystem, directory: str, max_depth: int | None = None
+) -> AsyncIterator[DirEntry]:
+    """Every entry beneath ``directory`` (not itself), in path order, ``max_depth`` levels deep."""
+    if max_depth is not None and max_depth <= 0:
+        return
+    entries = [entry async for entry in fs.list(directory)]
+    keyed: list[tuple[str, DirEntry, bool]] = []
+    for entry in entries:
+        name = base_name(entry.path)
+        keyed.append((name, entry, False))
+        if entry.kind == "directory":
+            keyed.append((name + "/", entry, True))
+    keyed.sort(key=lambda item: item[0])
+    deeper = None if max_depth is None else max_depth - 1
+    for _, entry, descend in keyed:
+        if descend:
+            async for child in walk(fs, entry.path, deeper):
+                yield child
+        else:
+            yield entry
+
+
+async def glob_tree(fs: FileSystem, pattern: str, dir: str = "/") -> AsyncIterator[DirEntry]:
+    """``glob`` by walking: entries under ``dir`` whose relative path matches ``pattern``."""
+    directory = normalize_path(dir)
+    plan = compile_glob(pattern)
+    start = directory
+    for segment in plan.literal_prefix:
+        start = join_path(start, segment)
+    if start != directory and (await fs.stat(start)).kind != "directory":
+        return
+    depth = None if plan.max_depth is None else plan.max_depth - len(plan.literal_prefix)
+    async for entry in walk(fs, start, depth):
+        if plan.match(relative_to(entry.path, directory)):
+            yield entry
+
+
+async def grep_tree(fs: FileSystem, query: GrepQuery) -> AsyncIterator[GrepResult]:
+    """``grep`` by walking and reading each file; stops after ``max_results`` hits."""
+    root = normalize_path(query.path)
+    regex = compile_grep(query.pattern, case_insensitive=query.case_insensitive, path=root)
+    if query.max_results is not None and query.max_results <= 0:
+        return
+    file_filter = compile_grep_glob(query.glob)
+    info = await fs.stat(root)
+    if info.kind == "file":
+        candidates = _single(root)
+    elif info.kind == "directory":
+        candidates = _files_under(fs, root)
+    else:
+        return
+    count = 0
+    async for path in candidates:
+        if file_filter is not None:
+            rel = base_name(path) if path == root else relative_to(path, root)
+            if not file_filter(rel):
+                continue
+        try:
+            text = await fs.read(path)
+        except FileNotFoundError:
+            continue  # removed while we walked
+        if not isinstance(text, str) or "\0" in text[:8192]:
+            continue
+        for number, line in grep_lines(text, regex):
+            yield GrepResult(path, number, line)
+            count += 1
+            if query.max_results is not None and count >= query.max_results:
+                return
+
+
+async def _single(path: str) -> AsyncIterator[str]:
+    yield path
+
+
+async def _files_under(fs: FileSystem, root: str) -> AsyncIterator[str]:
+    async for entry in walk(fs, root):
+        if entry.kind == "file":
+            yield entry.path
