@@ -12,7 +12,9 @@ implements only the eight verbs, so a user's own tree composes with everything.
 
 :class:`Watchable` trees report every change made through them as :class:`Change` values, so a
 mount can invalidate exactly what the kernel caches. A change carries the *origin* active when it
-was made (:data:`change_origin`), which lets a mount ignore the changes it made itself.
+was made (:data:`change_origin`), which lets a mount ignore the changes it made itself. A change
+is reported after it is made and before the changing call returns; subscribers may return an
+awaitable that the changing call awaits, so a mount can invalidate the kernel's caches in time.
 
 All paths given to and yielded by these methods are normalized (see ``vfs._paths``). Results are
 frozen dataclasses; iterators are sorted as the contract says.
@@ -21,7 +23,7 @@ frozen dataclasses; iterators are sorted as the contract says.
 from __future__ import annotations
 
 import contextvars
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, runtime_checkable
 
@@ -258,7 +260,7 @@ class Change:
     origin: object | None = field(default_factory=change_origin.get)
 
 
-ChangeCallback = Callable[[Change], None]
+ChangeCallback = Callable[[Change], "Awaitable[None] | None"]
 
 
 @runtime_checkable
@@ -266,5 +268,9 @@ class Watchable(Protocol):
     """A tree that reports the changes made through it."""
 
     def watch(self, callback: ChangeCallback) -> Callable[[], None]:
-        """Call ``callback`` (synchronously, cheaply) for every change; return an unsubscribe."""
+        """Call ``callback`` for every change made through this tree; return an unsubscribe.
+
+        The callback runs synchronously inside the changing call; if it returns an awaitable, the
+        changing call awaits it before returning (see ``vfs._watch``).
+        """
         ...

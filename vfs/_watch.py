@@ -1,13 +1,15 @@
 """Fan-out of :class:`vfs.Change` notifications to subscribers.
 
-A tree owns one :class:`Observers`; it calls :meth:`Observers.emit` after each change made through
-it. Callbacks run synchronously and must be cheap (a mount only queues the change). With no
-subscriber, ``emit`` costs one attribute test, so unwatched trees pay nothing measurable.
+A tree owns one :class:`Observers` and awaits :meth:`Observers.emit` after each change made through
+it, *before* the changing call returns. A subscriber may return an awaitable, and the change is not
+complete until it is done: that is how a mount invalidates the kernel's cache before an API write
+returns, so nobody reads stale data through the mount afterwards. Callbacks must otherwise be
+cheap. With no subscriber, ``emit`` costs one truth test, so unwatched trees pay nothing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from ._types import Change, ChangeCallback, ChangeKind
 
@@ -30,14 +32,25 @@ class Observers:
 
         return unsubscribe
 
-    def emit(self, path: str, kind: ChangeKind) -> None:
-        if not self._callbacks:
-            return
-        change = Change(path, kind)
-        for callback in list(self._callbacks):
-            callback(change)
+    async def emit(self, path: str, kind: ChangeKind) -> None:
+        """Tell every subscriber; call after the change is made, await before returning."""
+        if self._callbacks:
+            pending = self.notify(Change(path, kind))
+            if pending is not None:
+                await pending
 
-    def forward(self, change: Change) -> None:
-        """Pass on a change that already carries its origin (a composer re-emitting a child's)."""
-        for callback in list(self._callbacks):
-            callback(change)
+    def notify(self, change: Change) -> Awaitable[None] | None:
+        """Call every subscriber; an awaitable when any of them has asynchronous work left.
+
+        A composer forwards a child's (re-pathed) change with this and returns the result from
+        its own subscription callback, so the child's ``emit`` waits for the whole chain.
+        """
+        pending = [result for cb in list(self._callbacks) if (result := cb(change)) is not None]
+        if not pending:
+            return None
+        return _await_all(pending)
+
+
+async def _await_all(pending: list[Awaitable[None]]) -> None:
+    for awaitable in pending:
+        await awaitable
