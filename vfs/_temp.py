@@ -1,9 +1,826 @@
-"""Placeholder: being written."""
+"""``temp_fs``: an in-memory tree with the semantics of Linux tmpfs.
+
+Theory of operation
+-------------------
+The tree is made of nodes: :class:`_Dir` (a dict of name -> node), :class:`_File` (a
+``bytearray``) and :class:`_Symlink` (a target string). Every node carries its permission bits,
+owner and nanosecond times, plus a back pointer to the directory holding it and its name there, so
+the current path of any node (an open file after a rename, say) can be recomputed by walking up.
+A node detached from the tree has no parent; its path is ``None`` and its changes are not reported.
+
+Path resolution walks nodes segment by segment. The fast path handles paths without symlinks; the
+first symlink that must be followed switches to a general resolver that keeps the stack of
+directories it went through, so ``..`` in a link target is resolved physically, as the kernel
+does. Relative targets resolve against the link's directory, absolute ones against this tree's
+root; more than 40 links in one resolution raise ``ELOOP``. ``stat``, ``read``, ``write`` and
+``open`` follow a final symlink; ``lstat``, ``unlink``, ``rename``, ``setattr`` and ``readlink``
+do not. Creating through a dangling symlink creates its target, as ``open(O_CREAT)`` does.
+
+Atomicity: the tree is used from one event loop and no method awaits between checking and
+mutating, so every operation is atomic with respect to every other. Mutations are synchronous
+helpers that return what changed; the async verbs then report those changes through
+:class:`Observers` (after the change, before returning). Open files hold their node, so reads and
+writes keep working after an unlink or a rename over the name, exactly like tmpfs.
+
+Walks (``glob``, ``grep``) are a synchronous generator over per-directory sorted snapshots, in
+exact path order: an entry ``name`` comes before its subtree ``name/...``, and a sibling
+``name-x`` between the two. Snapshots are rebuilt lazily after a directory changes, never mutated,
+so a walk that is suspended while the tree changes stays consistent. Long walks yield to the event
+loop every few hundred entries.
+
+POSIX details, as tmpfs: directories have ``nlink = 2 + subdirectories`` and ``size = 20 * (entries
++ 2)``; files have ``nlink = 1``; a symlink's size is its target's length in bytes. Adding or
+removing an entry updates the directory's mtime and ctime. ``atime`` follows ``relatime`` (updated
+on read when not newer than mtime/ctime; without the daily refresh). Sizes above ``max_file_size``
+raise ``FileTooLargeError``; a growth larger than the memory available raises ``ENOSPC``.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import errno
+import os
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from operator import itemgetter
+from time import time_ns
+from typing import ClassVar
+
+import anyio.lowlevel
+
+from ._content import decode_contents, encode_contents, is_image_path
+from ._errors import (
+    DirectoryNotEmptyError,
+    FileExistsError,
+    FileNotFoundError,
+    FileTooLargeError,
+    IsADirectoryError,
+    NotADirectoryError,
+    PathError,
+)
+from ._match import compile_glob, compile_grep, compile_grep_glob, grep_lines
+from ._paths import ROOT, base_name, join_path, normalize_path
+from ._types import (
+    MISSING,
+    ChangeCallback,
+    ChangeKind,
+    DirEntry,
+    FileInfo,
+    GrepQuery,
+    GrepResult,
+    Kind,
+    SearchQuery,
+    SearchResult,
+)
+from ._watch import Observers
+
+SYMLOOP_MAX = 40
+DEFAULT_MAX_FILE_SIZE = 1 << 40
+_DIRENT_SIZE = 20  # tmpfs's BOGO_DIRENT_SIZE
+_CHECKPOINT_EVERY = 256  # entries walked between yields to the event loop
+_LARGE_GROWTH = 64 << 20  # growths above this are checked against available memory
+
+# (directory holding the name, the name, what changed); turned into paths only when watched.
+_Changes = list[tuple["_Dir", str, ChangeKind]]
 
 
-def temp_fs(*args: Any, **kwargs: Any) -> Any:
-    raise NotImplementedError("temp_fs")
+class _Node:
+    __slots__ = ("atime_ns", "ctime_ns", "gid", "mode", "mtime_ns", "name", "parent", "uid")
+    kind: ClassVar[Kind]
+
+    def __init__(self, mode: int, uid: int, gid: int, now: int) -> None:
+        self.mode = mode & 0o7777
+        self.uid = uid
+        self.gid = gid
+        self.atime_ns = self.mtime_ns = self.ctime_ns = now
+        self.parent: _Dir | None = None
+        self.name = ""
+
+
+class _File(_Node):
+    __slots__ = ("data",)
+    kind = "file"
+
+    def __init__(self, mode: int, uid: int, gid: int, now: int, data: bytearray) -> None:
+        super().__init__(mode, uid, gid, now)
+        self.data = data
+
+
+class _Symlink(_Node):
+    __slots__ = ("size", "target")
+    kind = "symlink"
+
+    def __init__(self, uid: int, gid: int, now: int, target: str) -> None:
+        super().__init__(0o777, uid, gid, now)
+        self.target = target
+        self.size = len(target.encode("utf-8", "surrogateescape"))
+
+
+class _Dir(_Node):
+    __slots__ = ("_listing", "_order", "children", "subdirs")
+    kind = "directory"
+
+    def __init__(self, mode: int, uid: int, gid: int, now: int) -> None:
+        super().__init__(mode, uid, gid, now)
+        self.children: dict[str, _Node] = {}
+        self.subdirs = 0
+        self._listing: list[tuple[str, _Node]] | None = None
+        self._order: list[tuple[str, _Node, _Dir | None]] | None = None
+
+    def add(self, name: str, node: _Node, now: int) -> None:
+        """Link ``node`` as ``name``; the caller has removed any previous entry of that name."""
+        self.children[name] = node
+        node.parent = self
+        node.name = name
+        if isinstance(node, _Dir):
+            self.subdirs += 1
+        self._changed(now)
+
+    def remove(self, name: str, now: int) -> _Node:
+        node = self.children.pop(name)
+        node.parent = None
+        if isinstance(node, _Dir):
+            self.subdirs -= 1
+        self._changed(now)
+        return node
+
+    def _changed(self, now: int) -> None:
+        self.mtime_ns = self.ctime_ns = now
+        self._listing = None
+        self._order = None
+
+    def listing(self) -> list[tuple[str, _Node]]:
+        """``(name, node)`` sorted by name: a snapshot, never mutated after it is built."""
+        if self._listing is None:
+            self._listing = sorted(self.children.items(), key=itemgetter(0))
+        return self._listing
+
+    def order(self) -> list[tuple[str, _Node, _Dir | None]]:
+        """Walk order: ``(name, node, None)`` per entry and ``(name + "/", dir, dir)`` per
+        subdirectory, sorted by that key, so a subtree sorts exactly where its paths do."""
+        if self._order is None:
+            keyed: list[tuple[str, _Node, _Dir | None]] = []
+            for name, node in self.children.items():
+                keyed.append((name, node, None))
+                if isinstance(node, _Dir):
+                    keyed.append((name + "/", node, node))
+            keyed.sort(key=itemgetter(0))
+            self._order = keyed
+        return self._order
+
+
+def _iter_tree(start: _Dir, path: str, max_depth: int | None) -> Iterator[tuple[str, _Node]]:
+    """``(path, node)`` of every entry beneath ``start`` (at ``path``), in path order.
+
+    Symlinks are yielded, never descended. ``max_depth`` 1 means direct children only.
+    """
+    if max_depth is not None and max_depth <= 0:
+        return
+    stack = [(iter(start.order()), "/" if path == ROOT else path + "/", 1)]
+    while stack:
+        entries, prefix, depth = stack[-1]
+        for key, node, subdir in entries:
+            if subdir is None:
+                yield prefix + key, node
+            elif max_depth is None or depth < max_depth:
+                stack.append((iter(subdir.order()), prefix + key, depth + 1))
+                break
+        else:
+            stack.pop()
+
+
+def _info(node: _Node) -> FileInfo:
+    if isinstance(node, _File):
+        kind: Kind = "file"
+        size = len(node.data)
+        nlink = 1
+    elif isinstance(node, _Dir):
+        kind = "directory"
+        size = _DIRENT_SIZE * (len(node.children) + 2)
+        nlink = 2 + node.subdirs
+    else:
+        assert isinstance(node, _Symlink)
+        kind = "symlink"
+        size = node.size
+        nlink = 1
+    return FileInfo(
+        kind,
+        size,
+        mode=node.mode,
+        mtime_ns=node.mtime_ns,
+        uid=node.uid,
+        gid=node.gid,
+        atime_ns=node.atime_ns,
+        ctime_ns=node.ctime_ns,
+        nlink=nlink,
+    )
+
+
+def _accessed(node: _Node) -> None:
+    # relatime: only an atime that is not newer than the last change moves.
+    if node.atime_ns <= node.mtime_ns or node.atime_ns <= node.ctime_ns:
+        node.atime_ns = time_ns()
+
+
+def _within(node: _Dir, ancestor: _Dir) -> bool:
+    """Whether ``node`` is ``ancestor`` or lies beneath it."""
+    current: _Dir | None = node
+    while current is not None:
+        if current is ancestor:
+            return True
+        current = current.parent
+    return False
+
+
+def _available_memory() -> int | None:
+    """Bytes of memory the kernel says are available (``MemAvailable``), if it says."""
+    try:
+        with open("/proc/meminfo", "rb") as meminfo:
+            for line in meminfo:
+                if line.startswith(b"MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError):
+        return None
+
+
+class TempFileSystem:
+    """An in-memory tree: the eight verbs, the POSIX extension and change notifications."""
+
+    def __init__(
+        self,
+        files: Mapping[str, str | bytes] | None = None,
+        *,
+        uid: int | None = None,
+        gid: int | None = None,
+        max_file_size: int = DEFAULT_MAX_FILE_SIZE,
+    ) -> None:
+        self._uid = os.getuid() if uid is None else uid
+        self._gid = os.getgid() if gid is None else gid
+        self._max_file_size = max_file_size
+        self._root = _Dir(0o755, self._uid, self._gid, time_ns())
+        self._observers = Observers()
+        self._grep_files_read = 0  # files grep has looked into (tests prove early stop with it)
+        for path, contents in (files or {}).items():
+            self._write(normalize_path(path), encode_contents(contents))
+
+    def __repr__(self) -> str:
+        return f"temp_fs(<{len(self._root.children)} top-level entries>)"
+
+    # -- resolution -------------------------------------------------------------------------
+
+    def _lookup(self, path: str, follow: bool) -> tuple[_Dir, str, _Node | None]:
+        """``(directory, name, node)`` for a normalized path; ``node`` is None when missing.
+
+        Intermediate segments always follow symlinks; the final one when ``follow``. Raises
+        ``FileNotFoundError``/``NotADirectoryError`` for a missing/non-directory intermediate,
+        ``PathError(ELOOP)`` for too many links. The root answers ``(root, "", root)``.
+        """
+        root = self._root
+        if path == ROOT:
+            return root, "", root
+        parts = path[1:].split("/")
+        name = parts.pop()
+        directory = root
+        for segment in parts:
+            child = directory.children.get(segment)
+            if isinstance(child, _Dir):
+                directory = child
+            elif child is None:
+                raise FileNotFoundError(path)
+            elif isinstance(child, _Symlink):
+                return self._lookup_links(path, follow)
+            else:
+                raise NotADirectoryError(path)
+        node = directory.children.get(name)
+        if follow and isinstance(node, _Symlink):
+            return self._lookup_links(path, follow)
+        return directory, name, node
+
+    def _lookup_links(self, path: str, follow: bool) -> tuple[_Dir, str, _Node | None]:
+        """:meth:`_lookup` for paths that go through symlinks."""
+        stack = [self._root]  # the directories walked through, so ".." goes up physically
+        pending = path.split("/")
+        pending.reverse()
+        hops = 0
+        while pending:
+            name = pending.pop()
+            if name in ("", "."):
+                continue
+            if name == "..":
+                if len(stack) > 1:
+                    stack.pop()
+                continue
+            directory = stack[-1]
+            node = directory.children.get(name)
+            last = not pending
+            if node is None:
+                if last:
+                    return directory, name, None
+                raise FileNotFoundError(path)
+            if isinstance(node, _Symlink) and (follow or not last):
+                hops += 1
+                if hops > SYMLOOP_MAX:
+                    raise PathError(path, errno=errno.ELOOP)
+                if node.target.startswith("/"):
+                    del stack[1:]
+                segments = node.target.split("/")
+                segments.reverse()
+                pending.extend(segments)
+                continue
+            if last:
+                return directory, name, node
+            if not isinstance(node, _Dir):
+                raise NotADirectoryError(path)
+            stack.append(node)
+        # The path ended on a directory reached through "", "." or "..": it has no name here.
+        return stack[-1], "", stack[-1]
+
+    def _find(self, path: str) -> _Node | None:
+        """The node at ``path`` following symlinks, or None for anything unresolvable."""
+        try:
+            return self._lookup(path, True)[2]
+        except PathError:  # missing or non-directory intermediate, or a symlink loop
+            return None
+
+    def _path_of(self, node: _Node) -> str | None:
+        """The current path of ``node``; None once it is detached from the tree."""
+        names = []
+        while node.parent is not None:
+            names.append(node.name)
+            node = node.parent
+        if node is not self._root:
+            return None
+        names.reverse()
+        return "/" + "/".join(names)
+
+    async def _emit(self, changes: _Changes) -> None:
+        if not self._observers:
+            return
+        for directory, name, kind in changes:
+            where = self._path_of(directory)
+            if where is not None:
+                await self._observers.emit(join_path(where, name) if name else where, kind)
+
+    async def _emit_node(self, node: _Node, kind: ChangeKind) -> None:
+        if self._observers:
+            where = self._path_of(node)
+            if where is not None:
+                await self._observers.emit(where, kind)
+
+    def _check_size(self, path: str, old: int, new: int) -> None:
+        if new < 0:
+            raise PathError(path, errno=errno.EINVAL)
+        if new > self._max_file_size:
+            raise FileTooLargeError(path)
+        growth = new - old
+        if growth > _LARGE_GROWTH:
+            available = _available_memory()
+            if available is not None and growth > available:
+                raise PathError(path, errno=errno.ENOSPC)
+
+    def _resize(self, node: _File, size: int, path: str, now: int) -> None:
+        data = node.data
+        length = len(data)
+        self._check_size(path, length, size)
+        if size < length:
+            del data[size:]
+        elif size > length:
+            data.extend(bytes(size - length))
+        node.mtime_ns = node.ctime_ns = now
+
+    # -- the eight verbs --------------------------------------------------------------------
+
+    async def list(self, prefix: str = ROOT) -> AsyncIterator[DirEntry]:
+        path = normalize_path(prefix)
+        node = self._find(path)
+        if not isinstance(node, _Dir):
+            return
+        base = "/" if path == ROOT else path + "/"
+        for index, (name, child) in enumerate(node.listing(), start=1):
+            yield DirEntry(base + name, child.kind)
+            if index % 1024 == 0:
+                await anyio.lowlevel.checkpoint()
+
+    async def stat(self, path: str) -> FileInfo:
+        path = normalize_path(path)
+        try:
+            node = self._lookup(path, True)[2]
+        except (FileNotFoundError, NotADirectoryError):
+            return MISSING
+        return MISSING if node is None else _info(node)
+
+    async def glob(self, pattern: str, dir: str = ROOT) -> AsyncIterator[DirEntry]:
+        directory = normalize_path(dir)
+        plan = compile_glob(pattern)
+        start = directory
+        for segment in plan.literal_prefix:
+            start = join_path(start, segment)
+        node = self._find(start)
+        if not isinstance(node, _Dir):
+            return
+        depth = None if plan.max_depth is None else plan.max_depth - len(plan.literal_prefix)
+        match = plan.match
+        cut = 1 if directory == ROOT else len(directory) + 1
+        for walked, (path, child) in enumerate(_iter_tree(node, start, depth), start=1):
+            if match(path[cut:]):
+                yield DirEntry(path, child.kind)
+            if walked % _CHECKPOINT_EVERY == 0:
+                await anyio.lowlevel.checkpoint()
+
+    async def read(self, path: str) -> str | bytes:
+        path = normalize_path(path)
+        try:
+            node = self._lookup(path, True)[2]
+        except NotADirectoryError:
+            raise FileNotFoundError(path) from None
+        if node is None:
+            raise FileNotFoundError(path)
+        if not isinstance(node, _File):
+            raise IsADirectoryError(path)
+        _accessed(node)
+        return decode_contents(path, bytes(node.data))
+
+    async def grep(self, query: GrepQuery) -> AsyncIterator[GrepResult]:
+        root = normalize_path(query.path)
+        regex = compile_grep(query.pattern, case_insensitive=query.case_insensitive, path=root)
+        limit = query.max_results
+        if limit is not None and limit <= 0:
+            return
+        file_filter = compile_grep_glob(query.glob)
+        node = self._find(root)
+        entries: Iterator[tuple[str, _Node]]
+        if isinstance(node, _File):
+            entries = iter([(root, node)])
+        elif isinstance(node, _Dir):
+            entries = _iter_tree(node, root, None)
+        else:
+            return
+        cut = 1 if root == ROOT else len(root) + 1
+        count = 0
+        budget = _CHECKPOINT_EVERY
+        for path, child in entries:
+            budget -= 1
+            if budget <= 0:
+                budget = _CHECKPOINT_EVERY
+                await anyio.lowlevel.checkpoint()
+            if not isinstance(child, _File) or is_image_path(path):
+                continue
+            if file_filter is not None and not file_filter(
+                base_name(path) if path == root else path[cut:]
+            ):
+                continue
+            data = child.data
+            self._grep_files_read += 1
+            budget -= len(data) >> 16  # and once per 16 MiB scanned
+            if data.find(b"\0", 0, 8192) != -1:
+                continue  # binary, as ripgrep decides
+            for number, line in grep_lines(data.decode("utf-8", "replace"), regex):
+                yield GrepResult(path, number, line)
+                count += 1
+                if limit is not None and count >= limit:
+                    return
+
+    async def write(self, path: str, contents: str | bytes) -> None:
+        path = normalize_path(path)
+        changes = self._write(path, encode_contents(contents))
+        if self._observers:
+            await self._emit(changes)
+
+    async def delete(self, path: str) -> None:
+        path = normalize_path(path)
+        if path == ROOT:
+            raise PathError(path, errno=errno.EBUSY)
+        try:
+            directory, name, node = self._lookup(path, False)
+        except NotADirectoryError:
+            raise FileNotFoundError(path) from None
+        if node is None:
+            raise FileNotFoundError(path)
+        if isinstance(node, _Dir) and node.children:
+            raise DirectoryNotEmptyError(path)
+        directory.remove(name, time_ns())
+        if self._observers:
+            await self._emit([(directory, name, "entry")])
+
+    async def search(self, query: SearchQuery) -> AsyncIterator[SearchResult]:
+        normalize_path(query.path)
+        return
+        yield  # an async generator that yields nothing: this tree has no index
+
+    def _write(self, path: str, data: bytes) -> _Changes:
+        """Create or overwrite a file, creating missing parent directories."""
+        if path == ROOT:
+            raise IsADirectoryError(path)
+        if len(data) > self._max_file_size:
+            raise FileTooLargeError(path)
+        changes: _Changes = []
+        try:
+            directory, name, node = self._lookup(path, True)
+        except FileNotFoundError:
+            self._make_parents(path, changes)
+            directory, name, node = self._lookup(path, True)
+        now = time_ns()
+        if node is None:
+            directory.add(name, _File(0o644, self._uid, self._gid, now, bytearray(data)), now)
+            changes.append((directory, name, "entry"))
+        elif isinstance(node, _File):
+            node.data = bytearray(data)
+            node.mtime_ns = node.ctime_ns = now
+            if node.parent is not None:
+                changes.append((node.parent, node.name, "content"))
+        else:
+            raise IsADirectoryError(path)
+        return changes
+
+    def _make_parents(self, path: str, changes: _Changes) -> None:
+        """``mkdir -p`` of the directory holding ``path``; errors are about ``path``."""
+        parts = path[1:].split("/")[:-1]
+        prefix = ""
+        for segment in parts:
+            prefix = prefix + "/" + segment
+            try:
+                directory, name, node = self._lookup(prefix, True)
+            except PathError as error:
+                raise error.with_path(path) from None
+            if isinstance(node, _Dir):
+                continue
+            if node is not None:
+                raise NotADirectoryError(path)
+            if self._lookup(prefix, False)[2] is not None:
+                raise FileNotFoundError(path)  # a dangling symlink: mkdir -p does not follow it
+            now = time_ns()
+            directory.add(name, _Dir(0o755, self._uid, self._gid, now), now)
+            changes.append((directory, name, "entry"))
+
+    # -- the POSIX extension ----------------------------------------------------------------
+
+    async def lstat(self, path: str) -> FileInfo:
+        path = normalize_path(path)
+        try:
+            node = self._lookup(path, False)[2]
+        except (FileNotFoundError, NotADirectoryError):
+            return MISSING
+        return MISSING if node is None else _info(node)
+
+    async def open(
+        self,
+        path: str,
+        *,
+        create: bool = False,
+        exclusive: bool = False,
+        truncate: bool = False,
+        mode: int = 0o644,
+        uid: int | None = None,
+        gid: int | None = None,
+    ) -> TempOpenFile:
+        path = normalize_path(path)
+        if create and exclusive and self._lookup(path, False)[2] is not None:
+            raise FileExistsError(path)  # O_EXCL does not follow a final symlink
+        directory, name, node = self._lookup(path, True)
+        now = time_ns()
+        if node is None:
+            if not create:
+                raise FileNotFoundError(path)
+            owner = self._uid if uid is None else uid
+            group = self._gid if gid is None else gid
+            node = _File(mode, owner, group, now, bytearray())
+            directory.add(name, node, now)
+            if self._observers:
+                await self._emit([(directory, name, "entry")])
+        elif not isinstance(node, _File):
+            raise IsADirectoryError(path)
+        elif truncate:
+            node.data = bytearray()
+            node.mtime_ns = node.ctime_ns = now
+            await self._emit_node(node, "content")
+        return TempOpenFile(self, node, path)
+
+    async def mkdir(
+        self, path: str, mode: int = 0o755, *, uid: int | None = None, gid: int | None = None
+    ) -> None:
+        path = normalize_path(path)
+        directory, name, node = self._lookup(path, False)
+        if node is not None:
+            raise FileExistsError(path)
+        now = time_ns()
+        owner = self._uid if uid is None else uid
+        group = self._gid if gid is None else gid
+        directory.add(name, _Dir(mode, owner, group, now), now)
+        if self._observers:
+            await self._emit([(directory, name, "entry")])
+
+    async def rmdir(self, path: str) -> None:
+        path = normalize_path(path)
+        if path == ROOT:
+            raise PathError(path, errno=errno.EBUSY)
+        directory, name, node = self._lookup(path, False)
+        if node is None:
+            raise FileNotFoundError(path)
+        if not isinstance(node, _Dir):
+            raise NotADirectoryError(path)
+        if node.children:
+            raise DirectoryNotEmptyError(path)
+        directory.remove(name, time_ns())
+        if self._observers:
+            await self._emit([(directory, name, "entry")])
+
+    async def unlink(self, path: str) -> None:
+        path = normalize_path(path)
+        directory, name, node = self._lookup(path, False)
+        if node is None:
+            raise FileNotFoundError(path)
+        if isinstance(node, _Dir):
+            raise IsADirectoryError(path)
+        now = time_ns()
+        directory.remove(name, now)
+        node.ctime_ns = now
+        if self._observers:
+            await self._emit([(directory, name, "entry")])
+
+    async def rename(
+        self, src: str, dst: str, *, noreplace: bool = False, exchange: bool = False
+    ) -> None:
+        src = normalize_path(src)
+        dst = normalize_path(dst)
+        if noreplace and exchange:
+            raise PathError(src, errno=errno.EINVAL)
+        if src == ROOT or dst == ROOT:
+            raise PathError(ROOT, errno=errno.EBUSY)
+        src_dir, src_name, node = self._lookup(src, False)
+        if node is None:
+            raise FileNotFoundError(src)
+        dst_dir, dst_name, victim = self._lookup(dst, False)
+        if victim is not None and noreplace:
+            raise FileExistsError(dst)
+        if victim is None and exchange:
+            raise FileNotFoundError(dst)
+        if victim is node:
+            return  # the same entry (or the same node under two names): rename(2) does nothing
+        # Neither may move into its own subtree (checked before the kinds, as Linux does).
+        if isinstance(node, _Dir) and _within(dst_dir, node):
+            raise PathError(src, errno=errno.EINVAL)
+        if isinstance(victim, _Dir) and _within(src_dir, victim):
+            if exchange:
+                raise PathError(dst, errno=errno.EINVAL)
+            raise DirectoryNotEmptyError(dst)
+        now = time_ns()
+        if exchange:
+            assert victim is not None
+            src_dir.remove(src_name, now)
+            dst_dir.remove(dst_name, now)
+            dst_dir.add(dst_name, node, now)
+            src_dir.add(src_name, victim, now)
+            victim.ctime_ns = now
+        else:
+            if victim is not None:
+                if isinstance(node, _Dir) and not isinstance(victim, _Dir):
+                    raise NotADirectoryError(dst)
+                if not isinstance(node, _Dir) and isinstance(victim, _Dir):
+                    raise IsADirectoryError(dst)
+                if isinstance(victim, _Dir) and victim.children:
+                    raise DirectoryNotEmptyError(dst)
+                dst_dir.remove(dst_name, now)
+                victim.ctime_ns = now
+            src_dir.remove(src_name, now)
+            dst_dir.add(dst_name, node, now)
+        node.ctime_ns = now
+        if self._observers:
+            await self._emit([(src_dir, src_name, "entry"), (dst_dir, dst_name, "entry")])
+
+    async def setattr(
+        self,
+        path: str,
+        *,
+        size: int | None = None,
+        mode: int | None = None,
+        uid: int | None = None,
+        gid: int | None = None,
+        atime_ns: int | None = None,
+        mtime_ns: int | None = None,
+    ) -> FileInfo:
+        path = normalize_path(path)
+        node = self._lookup(path, False)[2]
+        if node is None:
+            raise FileNotFoundError(path)
+        now = time_ns()
+        if size is not None:
+            if isinstance(node, _Dir):
+                raise IsADirectoryError(path)
+            if not isinstance(node, _File):
+                raise PathError(path, errno=errno.EINVAL)
+            self._resize(node, size, path, now)  # validates before it changes anything
+        if mode is not None:
+            node.mode = mode & 0o7777
+        if uid is not None:
+            node.uid = uid
+        if gid is not None:
+            node.gid = gid
+        if atime_ns is not None:
+            node.atime_ns = atime_ns
+        if mtime_ns is not None:
+            node.mtime_ns = mtime_ns
+        node.ctime_ns = now
+        if self._observers:
+            if size is not None:
+                await self._emit_node(node, "content")
+            if (mode, uid, gid, atime_ns, mtime_ns) != (None, None, None, None, None):
+                await self._emit_node(node, "metadata")
+        return _info(node)
+
+    async def symlink(
+        self, path: str, target: str, *, uid: int | None = None, gid: int | None = None
+    ) -> None:
+        path = normalize_path(path)
+        if not target:
+            raise FileNotFoundError(path)  # symlink(2) refuses an empty target
+        if "\0" in target:
+            raise PathError(path, errno=errno.EINVAL)
+        directory, name, node = self._lookup(path, False)
+        if node is not None:
+            raise FileExistsError(path)
+        now = time_ns()
+        owner = self._uid if uid is None else uid
+        group = self._gid if gid is None else gid
+        directory.add(name, _Symlink(owner, group, now, target), now)
+        if self._observers:
+            await self._emit([(directory, name, "entry")])
+
+    async def readlink(self, path: str) -> str:
+        path = normalize_path(path)
+        node = self._lookup(path, False)[2]
+        if node is None:
+            raise FileNotFoundError(path)
+        if not isinstance(node, _Symlink):
+            raise PathError(path, errno=errno.EINVAL)
+        return node.target
+
+    # -- Watchable --------------------------------------------------------------------------
+
+    def watch(self, callback: ChangeCallback) -> Callable[[], None]:
+        return self._observers.subscribe(callback)
+
+
+class TempOpenFile:
+    """An open file of a :class:`TempFileSystem`: it holds the node, not the name."""
+
+    __slots__ = ("_fs", "_node", "_path")
+
+    def __init__(self, fs: TempFileSystem, node: _File, path: str) -> None:
+        self._fs = fs
+        self._node = node
+        self._path = path  # the name it was opened by, for error messages
+
+    async def read(self, offset: int, size: int) -> bytes:
+        if offset < 0 or size < 0:
+            raise PathError(self._path, errno=errno.EINVAL)
+        node = self._node
+        _accessed(node)
+        return bytes(node.data[offset : offset + size])
+
+    async def write(self, offset: int, data: bytes) -> int:
+        if offset < 0:
+            raise PathError(self._path, errno=errno.EINVAL)
+        node = self._node
+        buffer = node.data
+        length = len(buffer)
+        end = offset + len(data)
+        if end > length:
+            self._fs._check_size(self._path, length, end)
+            if offset > length:
+                buffer.extend(bytes(offset - length))  # the gap reads as zeros
+        buffer[offset:end] = data
+        node.mtime_ns = node.ctime_ns = time_ns()
+        if self._fs._observers:
+            await self._fs._emit_node(node, "content")
+        return len(data)
+
+    async def truncate(self, size: int) -> None:
+        self._fs._resize(self._node, size, self._path, time_ns())
+        if self._fs._observers:
+            await self._fs._emit_node(self._node, "content")
+
+    async def flush(self) -> None:
+        return None  # writes go straight to the node
+
+    async def fsync(self, datasync: bool = False) -> None:
+        return None
+
+    async def close(self) -> None:
+        return None
+
+
+def temp_fs(
+    files: Mapping[str, str | bytes] | None = None,
+    *,
+    uid: int | None = None,
+    gid: int | None = None,
+    max_file_size: int = DEFAULT_MAX_FILE_SIZE,
+) -> TempFileSystem:
+    """An in-memory tree holding ``files`` (path -> text or bytes; parents are created).
+
+    Files are created ``0o644`` and directories ``0o755``, owned by ``uid``/``gid`` (default: this
+    process's). Implements :class:`FileSystem`, :class:`PosixFileSystem` and :class:`Watchable`.
+    """
+    return TempFileSystem(files, uid=uid, gid=gid, max_file_size=max_file_size)
