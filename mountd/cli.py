@@ -1,10 +1,531 @@
-"""The ``mountd`` command line (being written)."""
+"""The ``mountd`` command line: mount, unmount and list FUSE mounts of ``vfs`` trees.
+
+Theory of operation
+-------------------
+Every command checks everything it can before it changes anything: ``mount`` loads and checks
+the whole spec (or imports the factory) before it touches the mountpoint, so a bad spec exits 2
+with the file, key and problem and nothing is mounted. Then it clears a dead mount of ours at the
+mountpoint (one left by a killed daemon), refuses a live one, creates the directory if missing,
+and serves (see ``mountd._daemon``). ``unmount`` asks the daemon to exit (SIGTERM, after which it
+unmounts itself) and only falls back to ``fusermount3``; a dead mount is detached lazily.
+``status`` reads mountinfo for what exists and the state files for what serves it.
+
+Exit status: 0 success, 1 runtime failure, 2 usage or spec error.
+"""
 
 from __future__ import annotations
 
+import argparse
+import importlib
+import inspect
+import json
+import os
+import signal
 import sys
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, NoReturn
+
+import vfs
+
+from . import _registry as registry
+from ._spec import SpecError, build, default_layer, describe, load_spec
+
+OK, FAILURE, USAGE = 0, 1, 2
+READY_TIMEOUT = 30.0
+UNMOUNT_TIMEOUT = 10.0
+
+DESCRIPTION = """\
+Serve a vfs tree as a real Linux FUSE mount, so unmodified tools (git, rg, python, tar, sqlite)
+run against an actual path.
+
+  mountd mount ./mnt                   the current directory read-only, with a writable /tmp
+  mountd mount spec.toml ./mnt         the tree described by a TOML spec (see docs/spec.md)
+  mountd mount --daemon spec.toml ./mnt   the same in the background; returns once it is live
+  mountd status                        what is mounted, by whom, and how busy it is
+  mountd unmount ./mnt                 stop serving (also clears a mount whose daemon died)
+"""
+
+MOUNT_DESCRIPTION = """\
+Mount a vfs tree at MOUNTPOINT and serve it until interrupted (Ctrl-C, SIGTERM or SIGHUP unmount
+cleanly and exit 0) or until `mountd unmount MOUNTPOINT`.
+
+What is served:
+  no SPEC        the current directory, read-only, at /, with a writable in-memory /tmp
+  SPEC           a TOML file describing the tree (layers: temp, dir, empty, union, overlay,
+                 host; see docs/spec.md); checked completely before anything is mounted
+  --factory      a Python function returning a vfs.FileSystem (sync or async, no arguments),
+                 imported as package.module:function with the current directory on sys.path
+
+MOUNTPOINT is created if missing. A dead mount left there by a killed mountd is cleared first.
+"""
+
+EPILOG = "Exit status: 0 success, 1 runtime failure, 2 usage or spec error."
 
 
-def main(argv: list[str] | None = None) -> int:
-    print("mountd: not yet available", file=sys.stderr)
-    return 2
+class UsageError(Exception):
+    """A command line that cannot work; printed as ``mountd: <message>``, exit 2."""
+
+
+class Failure(Exception):
+    """A runtime failure; printed as ``mountd: <message>``, exit 1."""
+
+
+@dataclass(frozen=True)
+class Source:
+    """What to serve: a loaded spec, a factory reference, or the embedded default."""
+
+    label: str  # recorded in the state file and shown by `status`
+    description: str
+    make: Callable[[], Any]  # returns a FileSystem or an awaitable of one
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``mountd`` command line; returns the exit status."""
+    parser = _parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exit_:
+        return exit_.code if isinstance(exit_.code, int) else USAGE
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return USAGE
+    try:
+        return int(args.run(args))
+    except SpecError as error:
+        _say(str(error))
+        return USAGE
+    except UsageError as error:
+        _say(str(error))
+        return USAGE
+    except Failure as error:
+        _say(str(error))
+        return FAILURE
+    except KeyboardInterrupt:
+        return 130
+
+
+def _say(message: str) -> None:
+    print(f"mountd: {message}", file=sys.stderr, flush=True)
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(USAGE, f"mountd: {message}\n(see `{self.prog} --help`)\n")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="mountd",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    mount = commands.add_parser(
+        "mount",
+        help="serve a vfs tree at a mountpoint",
+        description=MOUNT_DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        usage="mountd mount [options] [SPEC] MOUNTPOINT",
+    )
+    mount.add_argument(
+        "paths",
+        nargs="+",
+        metavar="[SPEC] MOUNTPOINT",
+        help="optional TOML spec, then the mountpoint",
+    )
+    mount.add_argument(
+        "--daemon",
+        action="store_true",
+        help="serve in the background; return once the mount is live (status 0) or failed (1)",
+    )
+    mount.add_argument(
+        "--factory",
+        metavar="MODULE:FUNCTION",
+        help="build the tree in Python: package.module:function returning a vfs.FileSystem",
+    )
+    mount.add_argument(
+        "--allow-other",
+        action="store_true",
+        help="let other users access the mount (default: only you)",
+    )
+    mount.add_argument(
+        "--read-only", action="store_true", help="refuse every write through the mount (EROFS)"
+    )
+    mount.add_argument(
+        "--debug", action="store_true", help="log every FUSE request (libfuse debug) to stderr"
+    )
+    mount.add_argument(
+        "--cache-timeout",
+        type=_seconds,
+        default=300.0,
+        metavar="SECONDS",
+        help="how long the kernel may cache names and attributes (default 300; the daemon "
+        "invalidates them when the tree changes)",
+    )
+    mount.add_argument(
+        "--ready-timeout",
+        type=_seconds,
+        default=READY_TIMEOUT,
+        metavar="SECONDS",
+        help=f"with --daemon: how long to wait for the mount to become live (default {READY_TIMEOUT:g})",
+    )
+    mount.add_argument("--ready-fd", type=int, help=argparse.SUPPRESS)
+    mount.set_defaults(run=_mount)
+
+    unmount = commands.add_parser(
+        "unmount",
+        aliases=["umount"],
+        help="stop serving a mountpoint (also clears a dead one)",
+        description="Stop the daemon serving MOUNTPOINT (it unmounts cleanly) and wait for it. "
+        "A dead mount (its daemon was killed) is detached lazily and its record removed.",
+        epilog=EPILOG,
+    )
+    unmount.add_argument("mountpoint", metavar="MOUNTPOINT")
+    unmount.add_argument(
+        "--timeout",
+        type=_seconds,
+        default=UNMOUNT_TIMEOUT,
+        metavar="SECONDS",
+        help=f"how long to wait for the daemon before forcing the unmount (default {UNMOUNT_TIMEOUT:g})",
+    )
+    unmount.set_defaults(run=_unmount)
+
+    status = commands.add_parser(
+        "status",
+        help="list this host's mountd mounts",
+        description="List this host's mountd mounts (from /proc/self/mountinfo) with their spec, "
+        "daemon pid and FUSE operation counters. A mount whose daemon died is marked dead; "
+        "`mountd unmount` or the next `mountd mount` there clears it.",
+        epilog=EPILOG,
+    )
+    status.add_argument("--json", action="store_true", help="print a JSON array instead of text")
+    status.set_defaults(run=_status)
+    return parser
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}")
+    return value
+
+
+# --- mount -------------------------------------------------------------------------------------
+
+
+def _mount(args: argparse.Namespace) -> int:
+    if len(args.paths) > 2:
+        raise UsageError(f"too many arguments: {' '.join(args.paths)} (expected [SPEC] MOUNTPOINT)")
+    spec_arg, mountpoint_arg = args.paths if len(args.paths) == 2 else (None, args.paths[0])
+    if spec_arg is not None and args.factory:
+        raise UsageError("give either SPEC or --factory, not both")
+    source = _source(spec_arg, args.factory)
+    mountpoint = _prepare_mountpoint(mountpoint_arg)
+    if args.daemon:
+        return _mount_in_background(args, spec_arg, mountpoint, source)
+    return _mount_in_foreground(args, mountpoint, source)
+
+
+def _source(spec_arg: str | None, factory: str | None) -> Source:
+    """Check what to serve, before anything touches the mountpoint."""
+    if factory:
+        function = _factory_function(factory)
+        return Source(f"factory {factory}", f"the tree from {factory}()", function)
+    if spec_arg is not None:
+        layer = load_spec(spec_arg)
+        return Source(os.path.abspath(spec_arg), describe(layer), lambda: build(layer))
+    cwd = os.getcwd()
+    layer = default_layer(cwd)
+    return Source(
+        "default", f"{cwd} read-only at /, with a writable in-memory /tmp", lambda: build(layer)
+    )
+
+
+def _factory_function(reference: str) -> Callable[[], Any]:
+    module_name, sep, attribute = reference.partition(":")
+    if not sep or not module_name or not attribute:
+        raise UsageError(f"--factory {reference}: expected package.module:function")
+    # As `python -m` would: the current directory's modules are importable.
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        target: Any = importlib.import_module(module_name)
+    except ImportError as error:
+        raise UsageError(f"--factory {reference}: cannot import {module_name}: {error}") from None
+    for name in attribute.split("."):
+        try:
+            target = getattr(target, name)
+        except AttributeError:
+            raise UsageError(
+                f"--factory {reference}: {module_name} has no attribute {attribute}"
+            ) from None
+    if not callable(target):
+        raise UsageError(f"--factory {reference}: {attribute} is not callable")
+    return target  # type: ignore[no-any-return]
+
+
+def _prepare_mountpoint(mountpoint_arg: str) -> str:
+    """Clear a dead mount of ours, refuse a live one, create the directory; the canonical path."""
+    path = registry.canonical(mountpoint_arg)
+    while (entry := registry.mount_at(path)) is not None:
+        health = registry.probe(path)
+        if health in ("live", "unreachable"):
+            state = registry.read_state(path)
+            owner = f" (pid {state.pid})" if state is not None else ""
+            raise Failure(f"{path} is already mounted{owner}; run `mountd unmount {path}` first")
+        try:
+            registry.detach(entry.mountpoint)
+        except registry.DetachError as error:
+            raise Failure(f"cannot clear the {health} mount at {path}: {error}") from None
+        registry.remove_state(path)
+        _say(f"cleared a {health} mount at {path}")
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as error:
+        raise Failure(f"cannot create mountpoint {path}: {error.strerror}") from None
+    if not os.path.isdir(path):
+        raise Failure(f"mountpoint is not a directory: {path}")
+    return path
+
+
+def _options(args: argparse.Namespace) -> Any:
+    from . import MountOptions  # core's options type
+
+    return MountOptions(
+        allow_other=args.allow_other,
+        read_only=args.read_only,
+        entry_timeout=args.cache_timeout,
+        attr_timeout=args.cache_timeout,
+        debug=args.debug,
+    )
+
+
+def _mount_in_foreground(args: argparse.Namespace, mountpoint: str, source: Source) -> int:
+    import trio
+
+    from ._daemon import serve_until_signalled
+
+    def announce() -> None:
+        how = (
+            f"mountd unmount {mountpoint}"
+            if args.ready_fd is not None
+            else f"Ctrl-C or `mountd unmount {mountpoint}`"
+        )
+        print(
+            f"mountd: serving {source.description} at {mountpoint} (pid {os.getpid()}); stop with {how}",
+            flush=True,
+        )
+
+    async def run() -> int:
+        fs = await _make_tree(source)
+        served = await serve_until_signalled(
+            fs,
+            mountpoint,
+            _options(args),
+            spec=source.label,
+            description=source.description,
+            announce=announce,
+            ready_fd=args.ready_fd,
+        )
+        why = served.signal.name if served.signal is not None else "an outside unmount"
+        print(f"mountd: unmounted {mountpoint} ({why})", flush=True)
+        return OK
+
+    try:
+        return trio.run(run)
+    except (OSError, RuntimeError) as error:
+        raise Failure(f"cannot mount {mountpoint}: {error}") from None
+
+
+async def _make_tree(source: Source) -> vfs.FileSystem:
+    try:
+        tree = source.make()
+        if inspect.isawaitable(tree):
+            tree = await tree
+    except (SpecError, UsageError):
+        raise
+    except Exception as error:
+        # A user's factory (or a vfs helper) failed: show where, then exit 1.
+        traceback.print_exc(file=sys.stderr)
+        raise Failure(f"building {source.label} failed: {type(error).__name__}: {error}") from None
+    if not isinstance(tree, vfs.FileSystem):
+        raise UsageError(f"{source.label} returned {type(tree).__name__}, not a vfs.FileSystem")
+    return tree
+
+
+def _mount_in_background(
+    args: argparse.Namespace, spec_arg: str | None, mountpoint: str, source: Source
+) -> int:
+    from ._daemon import launch
+
+    child_args = ["mount", "--cache-timeout", repr(args.cache_timeout)]
+    child_args += [
+        flag
+        for flag, on in (
+            ("--allow-other", args.allow_other),
+            ("--read-only", args.read_only),
+            ("--debug", args.debug),
+        )
+        if on
+    ]
+    if args.factory:
+        child_args += ["--factory", args.factory]
+    child_args += ["--", *([os.path.abspath(spec_arg)] if spec_arg is not None else []), mountpoint]
+    launched = launch(child_args, mountpoint, args.ready_timeout)
+    if not launched.ok:
+        sys.stderr.write(
+            launched.log if launched.log.endswith("\n") or not launched.log else launched.log + "\n"
+        )
+        raise Failure(f"{launched.problem}; nothing is mounted at {mountpoint}")
+    print(
+        f"mountd: serving {source.description} at {mountpoint} (pid {launched.pid}, log {launched.log}); "
+        f"stop with `mountd unmount {mountpoint}`",
+        flush=True,
+    )
+    return OK
+
+
+# --- unmount -----------------------------------------------------------------------------------
+
+
+def _unmount(args: argparse.Namespace) -> int:
+    path = registry.canonical(args.mountpoint)
+    entry = registry.mount_at(path)
+    state = registry.read_state(path)
+    if entry is None:
+        if state is not None and not registry.process_alive(state.pid, state.pid_start):
+            registry.remove_state(path)
+        raise Failure(f"nothing of ours is mounted at {path} (see `mountd status`)")
+    health = registry.probe(path)
+    if health in ("dead", "hung"):
+        if (
+            health == "hung"
+            and state is not None
+            and registry.process_alive(state.pid, state.pid_start)
+        ):
+            os.kill(state.pid, signal.SIGKILL)  # stopped or wedged: it cannot unmount itself
+        try:
+            registry.detach(path)
+        except registry.DetachError as error:
+            raise Failure(f"cannot clear the {health} mount at {path}: {error}") from None
+        registry.remove_state(path)
+        print(f"mountd: cleared the {health} mount at {path}")
+        return OK
+    if state is not None and registry.process_alive(state.pid, state.pid_start):
+        os.kill(state.pid, signal.SIGTERM)
+        gone = registry.wait_until(
+            lambda: (
+                registry.mount_at(path) is None
+                and not registry.process_alive(state.pid, state.pid_start)
+            ),
+            args.timeout,
+        )
+        if gone:
+            print(f"mountd: unmounted {path} (daemon pid {state.pid} exited)")
+            return OK
+        _say(
+            f"daemon pid {state.pid} did not exit within {args.timeout:g} s; unmounting with fusermount3"
+        )
+    _force_unmount(path)
+    registry.remove_state(path)
+    print(f"mountd: unmounted {path}")
+    return OK
+
+
+def _force_unmount(path: str) -> None:
+    try:
+        registry.fusermount("-u", path)
+    except registry.DetachError:
+        try:
+            registry.detach(path)  # busy: detach lazily
+        except registry.DetachError as error:
+            raise Failure(f"cannot unmount {path}: {error}") from None
+
+
+# --- status ------------------------------------------------------------------------------------
+
+
+def _status(args: argparse.Namespace) -> int:
+    rows = []
+    mounted = set()
+    for entry in registry.our_mounts():
+        mounted.add(entry.mountpoint)
+        state = registry.read_state(entry.mountpoint)
+        health = registry.probe(entry.mountpoint)
+        pid_alive = state is not None and registry.process_alive(state.pid, state.pid_start)
+        if health == "live" and state is not None and not pid_alive:
+            health = "dead"  # served by someone else now? the record is at least stale
+        rows.append(
+            {
+                "mountpoint": entry.mountpoint,
+                "state": health,
+                "spec": state.spec if state is not None else None,
+                "description": state.description if state is not None else None,
+                "pid": state.pid if state is not None else None,
+                "started": state.started if state is not None else None,
+                "counters": dict(state.counters) if state is not None else {},
+                "fsname": entry.source,
+            }
+        )
+    # Records of daemons that are gone and whose mount is gone too tell nothing; drop them.
+    for state in registry.all_states():
+        if state.mountpoint not in mounted and not registry.process_alive(
+            state.pid, state.pid_start
+        ):
+            registry.remove_state(state.mountpoint, state.pid)
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return OK
+    if not rows:
+        print("mountd: nothing mounted (start one with `mountd mount MOUNTPOINT`)")
+        return OK
+    for row in rows:
+        print(_status_text(row))
+    return OK
+
+
+def _status_text(row: dict[str, Any]) -> str:
+    state = row["state"]
+    head = f"{row['mountpoint']}  {state}"
+    if row["pid"] is not None:
+        head += f"  pid {row['pid']}"
+    if row["started"] is not None and state == "live":
+        head += f"  up {_duration(time.time() - row['started'])}"
+    lines = [head]
+    if row["spec"] is None:
+        lines.append("  spec: unknown (no record of this mount in the state directory)")
+    else:
+        spec = row["spec"]
+        lines.append(
+            f"  spec: {spec}"
+            + (
+                f": {row['description']}"
+                if row["description"] and spec != row["description"]
+                else ""
+            )
+        )
+    counters = row["counters"]
+    if counters:
+        lines.append(
+            "  ops:  " + " ".join(f"{name}={count}" for name, count in sorted(counters.items()))
+        )
+    if state in ("dead", "hung"):
+        lines.append(f"  its daemon is gone; clear it with `mountd unmount {row['mountpoint']}`")
+    return "\n".join(lines)
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(max(seconds, 0))
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s"
