@@ -1,0 +1,195 @@
+"""Roots for the mount suites: a tmpfs reference and every mounted composition, as paths.
+
+Theory of operation
+-------------------
+The POSIX, tools and differential suites are written once over "a directory path". A *kind*
+names where that path lives:
+
+- ``tmpfs`` / ``tmpfs_ro``: the kernel's own tmpfs, the reference every check must pass on
+  (``tmpfs_ro`` is a tmpfs we mount, fill and remount read-only);
+- ``temp``: ``temp_fs()``; ``dir_rw`` / ``dir_ro``: ``dir_fs`` over a host directory;
+- ``union`` / ``union_host``: one mount of ``union_fs({"/": temp_fs(), "/host": dir_fs(host)})``,
+  worked in under ``/`` and under ``/host`` respectively;
+- ``overlay``: ``overlay_fs`` of read-only layers (read checks only).
+
+Mounting is expensive, so each kind is set up once per session, on first use, and torn down at
+the end (:class:`Roots`). Each test gets a fresh directory of its own inside it (``rw_root``), or
+the shared sample tree it must not change (``root``, ``ro_root``). A kind that fails to mount
+fails every test that asks for it: mount tests never skip.
+
+Mounted kinds carry the ``mount`` marker; the tmpfs references do not, so they run anywhere.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from . import compositions, trees
+
+RW_KINDS = ("tmpfs", "temp", "dir_rw", "union", "union_host")
+RO_KINDS = ("tmpfs_ro", "dir_ro", "overlay")
+REFERENCE_KINDS = frozenset({"tmpfs", "tmpfs_ro"})
+
+
+@dataclass(frozen=True)
+class Root:
+    """A directory to test in, and what it is."""
+
+    kind: str
+    path: Path
+    writable: bool
+
+    @property
+    def mounted(self) -> bool:
+        return self.kind not in REFERENCE_KINDS
+
+
+def kind_params(kinds: tuple[str, ...]) -> list[object]:
+    """``pytest.param`` per kind, with the ``mount`` marker on mounted ones."""
+    return [
+        pytest.param(kind, id=kind)
+        if kind in REFERENCE_KINDS
+        else pytest.param(kind, id=kind, marks=pytest.mark.mount)
+        for kind in kinds
+    ]
+
+
+class Roots:
+    """The session's roots, set up on first use (one mount per composition per session)."""
+
+    def __init__(self, scratch: Path) -> None:
+        self._scratch = scratch
+        self._stack = contextlib.ExitStack()
+        self._bases: dict[str, Path] = {}
+        self._counter = itertools.count()
+
+    def close(self) -> None:
+        self._stack.close()
+
+    def base(self, kind: str) -> Path:
+        """The directory a kind is worked in (its sample tree lives at ``base/sample``)."""
+        if kind not in self._bases:
+            self._bases[kind] = self._setup(kind)
+        return self._bases[kind]
+
+    def fresh(self, kind: str) -> Path:
+        """A new empty directory inside a writable kind, made through it."""
+        path = self.base(kind) / "work" / f"t{next(self._counter)}"
+        path.mkdir(parents=True)
+        return path
+
+    def sample(self, kind: str) -> Path:
+        return self.base(kind) / "sample"
+
+    def _dir(self, name: str) -> Path:
+        path = self._scratch / name
+        path.mkdir()
+        return path
+
+    def _mount(self, build: Callable[[], object], name: str) -> Path:
+        from .mounting import mount_root
+
+        return self._stack.enter_context(mount_root(build, self._dir(f"mnt-{name}")))
+
+    def _setup(self, kind: str) -> Path:
+        if kind == "tmpfs":
+            base = Path(tempfile.mkdtemp(prefix="agentroot-ref-", dir="/dev/shm"))
+            self._stack.callback(shutil.rmtree, base, ignore_errors=True)
+            _with_sample(base)
+            return base
+        if kind == "tmpfs_ro":
+            base = self._dir("tmpfs-ro")
+            _run("mount", "-t", "tmpfs", "-o", "size=64m,mode=0755", "tmpfs", str(base))
+            self._stack.callback(_run, "umount", "-l", str(base))
+            _with_sample(base)
+            _run("mount", "-o", "remount,ro", str(base))
+            return base
+        if kind == "temp":
+            return _with_sample(self._mount(compositions.temp, "temp"))
+        if kind == "dir_rw":
+            host = self._dir("host-rw")
+            return _with_sample(self._mount(lambda: compositions.dir_rw(host), "dir-rw"))
+        if kind == "dir_ro":
+            host = self._dir("host-ro")
+            _with_sample(host)
+            return self._mount(lambda: compositions.dir_ro(host), "dir-ro")
+        if kind in ("union", "union_host"):
+            if "union" not in self._bases:
+                host = self._dir("host-union")
+                mountpoint = self._mount(lambda: compositions.union(host), "union")
+                self._bases["union"] = _with_sample(mountpoint)
+            base = self._bases["union"]
+            return base if kind == "union" else _with_sample(base / "host")
+        if kind == "overlay":
+            lower, upper = self._dir("overlay-lower"), self._dir("overlay-upper")
+            compositions.fill_overlay_layers(lower, upper)
+            return self._mount(lambda: compositions.overlay(lower, upper), "overlay")
+        raise AssertionError(f"unknown root kind {kind!r}")
+
+
+def _with_sample(base: Path) -> Path:
+    sample = base / "sample"
+    sample.mkdir()
+    trees.write_tree(sample)
+    return base
+
+
+def _run(*argv: str) -> None:
+    subprocess.run(argv, check=True, timeout=30, capture_output=True)
+
+
+@pytest.fixture(scope="session")
+def roots(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Roots]:
+    session = Roots(tmp_path_factory.mktemp("roots"))
+    try:
+        yield session
+    finally:
+        session.close()
+
+
+@pytest.fixture(params=kind_params(RW_KINDS + RO_KINDS))
+def root(request: pytest.FixtureRequest, roots: Roots) -> Root:
+    """Every kind, at the sample tree (``trees.SAMPLE``): for read checks only."""
+    kind: str = request.param
+    return Root(kind, roots.sample(kind), kind in RW_KINDS)
+
+
+@pytest.fixture(params=kind_params(RW_KINDS))
+def rw_root(request: pytest.FixtureRequest, roots: Roots) -> Root:
+    """Every writable kind, at a fresh empty directory of this test's own."""
+    kind: str = request.param
+    return Root(kind, roots.fresh(kind), True)
+
+
+@pytest.fixture(params=kind_params(RO_KINDS))
+def ro_root(request: pytest.FixtureRequest, roots: Roots) -> Root:
+    """Every read-only kind, at the sample tree."""
+    kind: str = request.param
+    return Root(kind, roots.sample(kind), False)
+
+
+@pytest.fixture
+def scratch_dir() -> Iterator[Path]:
+    """A host tmpfs directory outside every mount (for host-side copies and references)."""
+    path = Path(tempfile.mkdtemp(prefix="agentroot-scratch-", dir="/dev/shm"))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def umask_applied(mode: int) -> int:
+    """``mode`` with this process's umask applied (read without changing it for long)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return mode & ~mask
