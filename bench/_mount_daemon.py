@@ -1,0 +1,177 @@
+#!/usr/bin/env python3
+"""One mount served for ``bench/mount_bench.py``, driven by JSON lines over stdin/stdout.
+
+Theory of operation
+- ``_mount_daemon.py KIND MOUNTPOINT [--backing DIR]`` builds the tree (``temp``: ``temp_fs()``;
+  ``dir``: ``dir_fs(DIR)``), mounts it with ``mountd.mounted`` and prints ``{"ready": true}`` once
+  the mount is live. One process serves one mount (pyfuse3 keeps its session in module globals).
+- Then it answers one JSON line per command line read from stdin:
+  ``stats`` -> ``{"counters": {op: count}, "cpu": seconds}`` (the mount's FUSE request counters
+  and this process's user+system CPU time, threads included); ``profile-start`` and
+  ``profile-stop`` -> ``{"ok": true}`` (profiling windows accumulate); ``profile-report N`` ->
+  ``{"text": ...}`` (pyinstrument when installed, else cProfile's top N functions).
+- ``quit``, end of stdin, SIGINT, SIGTERM or SIGHUP unmount and exit 0. The daemon asks for
+  SIGTERM when the bench dies (PR_SET_PDEATHSIG), so a killed bench leaves no live mount.
+- The protocol owns the real stdout; anything else printed goes to stderr (the bench's log file).
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import ctypes
+import io
+import json
+import os
+import pstats
+import resource
+import signal
+import sys
+from typing import Any
+
+import trio
+
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(parent: int) -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    if os.getppid() != parent:  # the parent died before prctl took effect
+        sys.exit("bench is gone")
+
+
+def build_tree(kind: str, backing: str | None) -> Any:
+    import vfs
+
+    if kind == "temp":
+        return vfs.temp_fs()
+    if kind == "dir":
+        if backing is None:
+            sys.exit("dir needs --backing")
+        return vfs.dir_fs(backing)
+    sys.exit(f"unknown tree kind {kind!r}")
+
+
+def parse_value(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def mount_options(pairs: list[str]) -> Any:
+    from mountd import MountOptions
+
+    overrides = {}
+    for pair in pairs:
+        key, _, value = pair.partition("=")
+        overrides[key] = parse_value(value)
+    return MountOptions(**overrides)
+
+
+def cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+class Profiler:
+    """Accumulates profiling windows; pyinstrument when installed, cProfile otherwise."""
+
+    def __init__(self) -> None:
+        try:
+            from pyinstrument import Profiler as Sampler
+        except ImportError:
+            self.sampler = None
+            self.profile = cProfile.Profile()
+        else:
+            self.sampler = Sampler(interval=0.0005, async_mode="disabled")
+
+    def start(self) -> None:
+        if self.sampler is not None:
+            self.sampler.start()
+        else:
+            self.profile.enable()
+
+    def stop(self) -> None:
+        if self.sampler is not None:
+            self.sampler.stop()
+        else:
+            self.profile.disable()
+
+    def report(self, top: int) -> str:
+        if self.sampler is not None:
+            text: str = self.sampler.output_text(unicode=False, color=False)
+            return text
+        out = io.StringIO()
+        stats = pstats.Stats(self.profile, stream=out)
+        out.write("cProfile (pyinstrument not installed), by own time:\n")
+        stats.sort_stats(pstats.SortKey.TIME).print_stats(top)
+        out.write("by cumulative time:\n")
+        stats.sort_stats(pstats.SortKey.CUMULATIVE).print_stats(top)
+        return out.getvalue()
+
+
+async def serve(args: argparse.Namespace, reply: io.TextIOBase) -> None:
+    from mountd import mounted
+
+    def send(message: dict[str, Any]) -> None:
+        reply.write(json.dumps(message) + "\n")
+        reply.flush()
+
+    fs = build_tree(args.kind, args.backing)
+    profiler = Profiler()
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as signals:
+        async with trio.open_nursery() as nursery:
+
+            async def on_signal() -> None:
+                async for _ in signals:
+                    nursery.cancel_scope.cancel()
+
+            nursery.start_soon(on_signal)
+            async with mounted(fs, args.mountpoint, mount_options(args.option)) as mount:
+                send({"ready": True, "pid": os.getpid()})
+                stdin = trio.lowlevel.FdStream(os.dup(0))
+                buffer = b""
+                while True:
+                    chunk = await stdin.receive_some()
+                    if not chunk:
+                        break
+                    buffer += chunk
+                    while b"\n" in buffer:
+                        line, buffer = buffer.split(b"\n", 1)
+                        command, _, rest = line.decode().strip().partition(" ")
+                        if command == "quit":
+                            nursery.cancel_scope.cancel()
+                        elif command == "stats":
+                            send({"counters": dict(mount.counters), "cpu": cpu_seconds()})
+                        elif command == "profile-start":
+                            profiler.start()
+                            send({"ok": True})
+                        elif command == "profile-stop":
+                            profiler.stop()
+                            send({"ok": True})
+                        elif command == "profile-report":
+                            send({"text": profiler.report(int(rest or 25))})
+                        else:
+                            send({"error": f"unknown command {command!r}"})
+            nursery.cancel_scope.cancel()
+
+
+def main() -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("kind", choices=("temp", "dir"))
+    p.add_argument("mountpoint")
+    p.add_argument("--backing")
+    p.add_argument("--parent", type=int, required=True)
+    p.add_argument("--option", action="append", default=[], help="MountOptions field=value")
+    args = p.parse_args()
+    die_with_parent(args.parent)
+    reply = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)  # stray prints must not corrupt the protocol
+    trio.run(serve, args, reply)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
