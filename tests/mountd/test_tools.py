@@ -1,0 +1,341 @@
+"""Real, unmodified tools inside every writable root: git, rg, find, tar, diff, venv, sqlite3,
+cp, mv, the atomic replace pattern and mkdir locks.
+
+Theory of operation
+-------------------
+Each check runs tools as subprocesses (always with a timeout, so a hung mount fails the test
+instead of hanging CI) in the test's own fresh directory of a writable root, and compares what
+they produce with what they must produce, or with the same tool run on a tmpfs reference
+directory. The inputs are real: the sample tree of ``trees`` and stdlib packages as a tarball.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from . import trees
+from .conftest import Root
+
+pytestmark = pytest.mark.timeout(180)
+
+GIT_ENV = {
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_CONFIG_GLOBAL": "/dev/null",
+    "GIT_AUTHOR_DATE": "2020-01-01T00:00:00Z",
+    "GIT_COMMITTER_DATE": "2020-01-01T00:00:00Z",
+}
+
+
+def run(
+    *argv: str | Path, cwd: Path, timeout: float = 60, env: dict[str, str] | None = None
+) -> str:
+    """Run a tool; fail with its output unless it exits 0; return its stdout."""
+    done = subprocess.run(
+        [str(a) for a in argv],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+        check=False,
+    )
+    assert done.returncode == 0, f"{argv} -> {done.returncode}\n{done.stdout}\n{done.stderr}"
+    return done.stdout
+
+
+def git(*args: str, cwd: Path) -> str:
+    return run(
+        "git",
+        "-c",
+        "user.name=Agent",
+        "-c",
+        "user.email=agent@example.com",
+        *args,
+        cwd=cwd,
+        env=GIT_ENV,
+    )
+
+
+@pytest.fixture(scope="session")
+def source_tarball(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return trees.make_source_tarball(tmp_path_factory.mktemp("tarball"))
+
+
+@pytest.fixture(scope="session")
+def reference_extract(source_tarball: Path) -> Iterator[Path]:
+    """The tarball extracted on tmpfs: what ``find`` must list in every root."""
+    import tempfile
+
+    path = Path(tempfile.mkdtemp(prefix="agentroot-extract-", dir="/dev/shm"))
+    run("tar", "xf", source_tarball, cwd=path)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def test_git_init_add_commit_status_log(rw_root: Root) -> None:
+    repo = rw_root.path / "repo"
+    git("init", "-q", "-b", "main", str(repo), cwd=rw_root.path)
+    trees.write_tree(repo)
+    git("add", "-A", cwd=repo)
+    git("commit", "-q", "-m", "first commit", cwd=repo)
+    assert git("status", "--porcelain", "--untracked-files=all", cwd=repo) == ""
+
+    (repo / "src" / "a.py").write_text("def alpha():\n    return 'changed'\n")
+    (repo / "new.txt").write_text("new\n")
+    status = git("status", "--porcelain", "--untracked-files=all", cwd=repo)
+    assert status.splitlines() == [" M src/a.py", "?? new.txt"]
+    git("add", "-A", cwd=repo)
+    git("commit", "-q", "-m", "second commit", cwd=repo)
+    assert git("status", "--porcelain", "--untracked-files=all", cwd=repo) == ""
+    assert git("log", "--format=%s", cwd=repo).splitlines() == ["second commit", "first commit"]
+    assert git("show", "HEAD~1:src/a.py", cwd=repo) == "def alpha():\n    return 'needle'\n"
+    assert git("diff", "--name-only", "HEAD~1", "HEAD", cwd=repo).splitlines() == [
+        "new.txt",
+        "src/a.py",
+    ]
+    git("gc", "-q", "--prune=now", cwd=repo)
+    git("fsck", "--strict", "--no-progress", cwd=repo)
+    assert git("status", "--porcelain", cwd=repo) == ""
+    run("rm", "-rf", repo, cwd=rw_root.path)
+    assert os.listdir(rw_root.path) == []
+
+
+def test_rg_finds_matches(rw_root: Root) -> None:
+    trees.write_tree(rw_root.path)
+    out = run("rg", "--sort", "path", "-n", "needle", cwd=rw_root.path)
+    assert out.splitlines() == [
+        "src/a.py:2:    return 'needle'",
+        "src/b.py:3:NEEDLE = 'needle'  # second match",
+    ]
+    files = run("rg", "--files", "--sort", "path", "--hidden", cwd=rw_root.path).splitlines()
+    # Symlinks are not followed by default; every regular file is listed.
+    expected = sorted(rel for rel, e in trees.SAMPLE.items() if isinstance(e, trees.File))
+    assert sorted(files) == expected
+    assert run(
+        "rg", "-c", "-i", "NEEDLE", "-g", "*.py", "--sort", "path", cwd=rw_root.path
+    ).splitlines() == [
+        "src/a.py:1",
+        "src/b.py:1",
+    ]
+
+
+def test_tar_extract_and_diff(rw_root: Root, source_tarball: Path, reference_extract: Path) -> None:
+    run("tar", "xf", source_tarball, cwd=rw_root.path, timeout=120)
+    for package in trees.SOURCE_PACKAGES:
+        run(
+            "diff",
+            "-r",
+            "-x",
+            "__pycache__",
+            trees.stdlib_dir() / package,
+            rw_root.path / package,
+            cwd=rw_root.path,
+        )
+    listed = run("find", ".", cwd=rw_root.path).splitlines()
+    reference = run("find", ".", cwd=reference_extract).splitlines()
+    assert len(listed) == len(reference)
+    assert sorted(listed) == sorted(reference)
+    files = run("find", ".", "-type", "f", "-name", "*.py", cwd=rw_root.path).splitlines()
+    assert len(files) == len(
+        run("find", ".", "-type", "f", "-name", "*.py", cwd=reference_extract).splitlines()
+    )
+    # tar restored modes and mtimes as recorded.
+    assert trees.snapshot(rw_root.path) == trees.snapshot(reference_extract)
+    run("rm", "-rf", *trees.SOURCE_PACKAGES, cwd=rw_root.path)
+    assert os.listdir(rw_root.path) == []
+
+
+PROBE = "VALUE = 'imported from the venv'\n"
+
+
+def test_venv_without_pip_and_import(rw_root: Root) -> None:
+    run(sys.executable, "-m", "venv", "--without-pip", "venv", cwd=rw_root.path)
+    python = rw_root.path / "venv" / "bin" / "python"
+    assert os.path.islink(python)
+    site = Path(
+        run(
+            python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))", cwd=rw_root.path
+        ).strip()
+    )
+    assert site.is_relative_to(rw_root.path / "venv")
+    (site / "agentroot_probe.py").write_text(PROBE)
+    out = run(
+        python,
+        "-c",
+        "import agentroot_probe, sys; print(agentroot_probe.VALUE, sys.prefix)",
+        cwd=rw_root.path,
+    )
+    assert out.split(" ", 4)[:4] == ["imported", "from", "the", "venv"]
+    assert out.strip().endswith(str(rw_root.path / "venv"))
+
+
+@pytest.mark.slow
+def test_venv_with_pip(rw_root: Root) -> None:
+    started = time.monotonic()
+    run(sys.executable, "-m", "venv", "venv", cwd=rw_root.path, timeout=120)
+    elapsed = time.monotonic() - started
+    out = run(rw_root.path / "venv" / "bin" / "python", "-m", "pip", "--version", cwd=rw_root.path)
+    assert str(rw_root.path / "venv") in out
+    print(f"python -m venv with pip on {rw_root.kind}: {elapsed:.1f}s")
+
+
+SQL_SETUP = "CREATE TABLE t (id INTEGER PRIMARY KEY, body TEXT NOT NULL);\n"
+
+
+def _inserts(start: int, count: int) -> str:
+    return "".join(
+        f"BEGIN; INSERT INTO t (id, body) VALUES ({i}, printf('%0500d', {i})); COMMIT;\n"
+        for i in range(start, start + count)
+    )
+
+
+def test_sqlite_rollback_journal(rw_root: Root) -> None:
+    db = rw_root.path / "db.sqlite"
+    out = sqlite_run(
+        db,
+        "PRAGMA journal_mode=delete;\n"
+        + SQL_SETUP
+        + _inserts(0, 200)
+        + "SELECT count(*), sum(id) FROM t;\nPRAGMA integrity_check;\n",
+    )
+    assert out.splitlines() == ["delete", "200|19900", "ok"]
+    # A rolled-back transaction leaves nothing behind.
+    out = sqlite_run(
+        db,
+        "BEGIN; DELETE FROM t; ROLLBACK;\nUPDATE t SET body = 'x' WHERE id < 100;\n"
+        "SELECT count(*) FROM t WHERE body = 'x';\nPRAGMA integrity_check;\n",
+    )
+    assert out.splitlines() == ["100", "ok"]
+    assert sorted(os.listdir(rw_root.path)) == ["db.sqlite"]
+
+
+def test_sqlite_wal(rw_root: Root) -> None:
+    db = rw_root.path / "db.sqlite"
+    out = sqlite_run(
+        db,
+        "PRAGMA journal_mode=wal;\n"
+        + SQL_SETUP
+        + _inserts(0, 200)
+        + "SELECT count(*) FROM t;\nPRAGMA wal_checkpoint(TRUNCATE);\nPRAGMA integrity_check;\n",
+    )
+    assert out.splitlines() == ["wal", "200", "0|0|0", "ok"]
+    # A second process reads the committed rows through the WAL and shared memory index.
+    out = sqlite_run(db, _inserts(200, 50) + "SELECT count(*) FROM t;\nPRAGMA integrity_check;\n")
+    assert out.splitlines() == ["250", "ok"]
+    assert os.path.exists(db)
+
+
+def sqlite_run(db: Path, sql: str) -> str:
+    done = subprocess.run(
+        ["sqlite3", "-batch", "-bail", str(db)],
+        input=sql,
+        cwd=db.parent,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, f"sqlite3 -> {done.returncode}\n{done.stdout}\n{done.stderr}"
+    return done.stdout
+
+
+def test_cp_a_preserves_modes_and_mtimes(rw_root: Root, scratch_dir: Path) -> None:
+    host = scratch_dir / "sample"
+    host.mkdir()
+    trees.write_tree(host)
+    expected = trees.expected_snapshot()
+    run("cp", "-a", host, rw_root.path / "copy", cwd=rw_root.path)  # host -> root
+    assert trees.snapshot(rw_root.path / "copy") == expected
+    run("cp", "-a", "copy", "copy2", cwd=rw_root.path)  # within the root
+    assert trees.snapshot(rw_root.path / "copy2") == expected
+    run("cp", "-a", rw_root.path / "copy2", scratch_dir / "back", cwd=rw_root.path)  # root -> host
+    assert trees.snapshot(scratch_dir / "back") == expected
+
+
+def test_mv_directory(rw_root: Root) -> None:
+    (rw_root.path / "tree").mkdir()
+    trees.write_tree(rw_root.path / "tree")
+    expected = trees.expected_snapshot()
+    run("mv", "tree", "moved", cwd=rw_root.path)
+    assert sorted(os.listdir(rw_root.path)) == ["moved"]
+    assert trees.snapshot(rw_root.path / "moved") == expected
+    (rw_root.path / "into").mkdir()
+    run("mv", "moved", "into/", cwd=rw_root.path)
+    assert trees.snapshot(rw_root.path / "into" / "moved") == expected
+    run("mv", "into/moved/src", "into/moved/deep/a", cwd=rw_root.path)  # into a sibling subtree
+    assert (rw_root.path / "into/moved/deep/a/src/pkg/mod.py").read_text() == "VALUE = 42\n"
+    assert sorted(os.listdir(rw_root.path / "into/moved/deep/a")) == ["b", "src"]
+
+
+def test_atomic_replace_loop(rw_root: Root) -> None:
+    target = rw_root.path / "config.json"
+    for i in range(200):
+        body = f'{{"generation": {i}, "pad": "{"x" * (i * 37 % 5000)}"}}\n'.encode()
+        tmp = rw_root.path / f".config.json.tmp{i % 3}"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            os.write(fd, body)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.rename(tmp, target)
+        assert target.read_bytes() == body, i
+        assert os.stat(target).st_size == len(body), i
+    assert os.listdir(rw_root.path) == ["config.json"]
+
+
+LOCKER = textwrap.dedent(
+    """
+    import os, sys, time
+    base, me, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    go = os.path.join(base, "go")
+    deadline = time.monotonic() + 30
+    while not os.path.exists(go):
+        if time.monotonic() > deadline:
+            sys.exit("no go signal")
+        time.sleep(0.001)
+    won = []
+    for r in range(rounds):
+        try:
+            os.mkdir(os.path.join(base, f"lock{r}"))
+        except FileExistsError:
+            continue
+        won.append(r)
+        with open(os.path.join(base, f"lock{r}", "owner"), "w") as f:
+            f.write(me)
+    print(" ".join(map(str, won)))
+    """
+)
+
+
+def test_mkdir_locks_race(rw_root: Root) -> None:
+    rounds, workers = 20, 4
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", LOCKER, str(rw_root.path), f"w{n}", str(rounds)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for n in range(workers)
+    ]
+    time.sleep(0.3)  # let every worker start polling
+    (rw_root.path / "go").touch()
+    wins: dict[int, list[str]] = {r: [] for r in range(rounds)}
+    for n, proc in enumerate(procs):
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err
+        for r in out.split():
+            wins[int(r)].append(f"w{n}")
+    assert {r: len(w) for r, w in wins.items()} == dict.fromkeys(range(rounds), 1)
+    for r, (winner,) in wins.items():
+        assert (rw_root.path / f"lock{r}" / "owner").read_text() == winner
