@@ -1,0 +1,316 @@
+"""Differential test: random POSIX operation sequences give the same results on a mount and on
+tmpfs, step by step.
+
+Theory of operation
+-------------------
+Hypothesis draws a sequence of operations (create with flags, write at offsets, append, read,
+truncate, mkdir, rmdir, unlink, rename with and without flags, symlink, readlink, chmod, stat,
+lstat, listdir) over a tiny namespace (three names, two levels), so collisions, non-empty
+directories, files used as parents and symlink loops happen often. Each operation is applied to
+the mount and to a tmpfs directory; its outcome (value, or errno name) must be equal. Stat
+results are compared on the fields both must agree on: kind, size (not for directories, whose
+size is filesystem-specific), permission bits and link count. After the sequence both trees must
+snapshot equal (content, modes, symlink targets).
+
+The one allowed difference: RENAME_EXCHANGE may be refused with EINVAL by a mount (the issue
+allows it); then it is not applied to the reference either, so the trees stay comparable.
+
+One mount per session (the ``roots`` fixture); each example starts by emptying both working
+directories through their own filesystem.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import stat
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from . import trees
+from .conftest import Roots, kind_params
+from .syscalls import RENAME_EXCHANGE, RENAME_NOREPLACE, outcome, renameat2
+
+pytestmark = pytest.mark.timeout(120)
+
+NAMES = ("a", "b", "c")
+PATHS = NAMES + tuple(f"{x}/{y}" for x in NAMES[:2] for y in NAMES)
+MODES = (0o644, 0o600, 0o755, 0o700, 0o000, 0o777, 0o4755)
+DIFF_KINDS = ("tmpfs", "temp", "dir_rw", "union", "union_host")
+
+paths = st.sampled_from(PATHS)
+modes = st.sampled_from(MODES)
+offsets = st.sampled_from((0, 1, 5, 100, 4095, 4096, 70_000))
+sizes = st.sampled_from((0, 1, 3, 10, 4096, 100_000))
+payloads = st.binary(min_size=0, max_size=64) | st.sampled_from((b"x" * 5000, b"\0" * 3))
+
+
+@dataclass(frozen=True)
+class Op:
+    """One operation; ``run(base)`` performs it under ``base`` and returns a comparable value."""
+
+    def run(self, base: Path) -> object:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class Create(Op):
+    path: str
+    exclusive: bool
+    truncate: bool
+    mode: int
+
+    def run(self, base: Path) -> object:
+        flags = os.O_WRONLY | os.O_CREAT
+        flags |= os.O_EXCL if self.exclusive else 0
+        flags |= os.O_TRUNC if self.truncate else 0
+        os.close(os.open(base / self.path, flags, self.mode))
+        return None
+
+
+@dataclass(frozen=True)
+class Open(Op):
+    path: str
+    access: int
+    truncate: bool
+
+    def run(self, base: Path) -> object:
+        flags = self.access | (os.O_TRUNC if self.truncate else 0)
+        os.close(os.open(base / self.path, flags))
+        return None
+
+
+@dataclass(frozen=True)
+class Write(Op):
+    path: str
+    offset: int
+    data: bytes
+
+    def run(self, base: Path) -> object:
+        fd = os.open(base / self.path, os.O_WRONLY)
+        try:
+            return os.pwrite(fd, self.data, self.offset)
+        finally:
+            os.close(fd)
+
+
+@dataclass(frozen=True)
+class Append(Op):
+    path: str
+    data: bytes
+
+    def run(self, base: Path) -> object:
+        fd = os.open(base / self.path, os.O_WRONLY | os.O_APPEND)
+        try:
+            os.write(fd, self.data)
+            return os.fstat(fd).st_size
+        finally:
+            os.close(fd)
+
+
+@dataclass(frozen=True)
+class Read(Op):
+    path: str
+    offset: int
+    size: int
+
+    def run(self, base: Path) -> object:
+        fd = os.open(base / self.path, os.O_RDONLY)
+        try:
+            return os.pread(fd, self.size, self.offset)
+        finally:
+            os.close(fd)
+
+
+@dataclass(frozen=True)
+class Truncate(Op):
+    path: str
+    size: int
+
+    def run(self, base: Path) -> object:
+        os.truncate(base / self.path, self.size)
+        return os.stat(base / self.path).st_size
+
+
+@dataclass(frozen=True)
+class Mkdir(Op):
+    path: str
+    mode: int
+
+    def run(self, base: Path) -> object:
+        os.mkdir(base / self.path, self.mode)
+        return None
+
+
+@dataclass(frozen=True)
+class Rmdir(Op):
+    path: str
+
+    def run(self, base: Path) -> object:
+        os.rmdir(base / self.path)
+        return None
+
+
+@dataclass(frozen=True)
+class Unlink(Op):
+    path: str
+
+    def run(self, base: Path) -> object:
+        os.unlink(base / self.path)
+        return None
+
+
+@dataclass(frozen=True)
+class Rename(Op):
+    src: str
+    dst: str
+    flags: int
+
+    def run(self, base: Path) -> object:
+        if self.flags:
+            renameat2(base / self.src, base / self.dst, self.flags)
+        else:
+            os.rename(base / self.src, base / self.dst)
+        return None
+
+
+@dataclass(frozen=True)
+class Symlink(Op):
+    target: str
+    path: str
+
+    def run(self, base: Path) -> object:
+        os.symlink(self.target, base / self.path)
+        return None
+
+
+@dataclass(frozen=True)
+class Readlink(Op):
+    path: str
+
+    def run(self, base: Path) -> object:
+        return os.readlink(base / self.path)
+
+
+@dataclass(frozen=True)
+class Chmod(Op):
+    path: str
+    mode: int
+
+    def run(self, base: Path) -> object:
+        os.chmod(base / self.path, self.mode)
+        return None
+
+
+def _fields(st_: os.stat_result) -> tuple[object, ...]:
+    kind = stat.S_IFMT(st_.st_mode)
+    size = None if stat.S_ISDIR(st_.st_mode) else st_.st_size
+    return (kind, size, oct(stat.S_IMODE(st_.st_mode)), st_.st_nlink)
+
+
+@dataclass(frozen=True)
+class Stat(Op):
+    path: str
+    follow: bool
+
+    def run(self, base: Path) -> object:
+        return _fields(os.stat(base / self.path) if self.follow else os.lstat(base / self.path))
+
+
+@dataclass(frozen=True)
+class Listdir(Op):
+    path: str
+
+    def run(self, base: Path) -> object:
+        return sorted(os.listdir(base / self.path))
+
+
+# Symlink targets stay inside the working directory: names relative to the link's directory.
+targets = st.sampled_from((*NAMES, "a/b", "b/c", "missing"))
+
+operations: st.SearchStrategy[Op] = st.one_of(
+    st.builds(Create, paths, st.booleans(), st.booleans(), modes),
+    st.builds(Open, paths, st.sampled_from((os.O_RDONLY, os.O_WRONLY, os.O_RDWR)), st.booleans()),
+    st.builds(Write, paths, offsets, payloads),
+    st.builds(Append, paths, payloads),
+    st.builds(Read, paths, offsets, sizes),
+    st.builds(Truncate, paths, sizes),
+    st.builds(Mkdir, paths, modes),
+    st.builds(Rmdir, paths),
+    st.builds(Unlink, paths),
+    st.builds(Rename, paths, paths, st.sampled_from((0, 0, RENAME_NOREPLACE, RENAME_EXCHANGE))),
+    st.builds(Symlink, targets, paths),
+    st.builds(Readlink, paths),
+    st.builds(Chmod, paths, modes),
+    st.builds(Stat, paths, st.booleans()),
+    st.builds(Listdir, st.sampled_from(("", *NAMES[:2]))),
+)
+
+
+def empty(base: Path) -> None:
+    """Remove everything under ``base`` through its own filesystem."""
+    for entry in os.scandir(base):
+        if entry.is_dir(follow_symlinks=False):
+            shutil.rmtree(entry.path)
+        else:
+            os.unlink(entry.path)
+    assert os.listdir(base) == []
+
+
+def check_same(mounted: Path, reference: Path, steps: list[Op]) -> None:
+    empty(mounted)
+    empty(reference)
+    for i, op in enumerate(steps):
+        got = outcome(_bound(op, mounted))
+        if isinstance(op, Rename) and op.flags == RENAME_EXCHANGE and got == ("err", "EINVAL"):
+            continue  # refusing an exchange is allowed; the reference does not do it either
+        want = outcome(_bound(op, reference))
+        assert got == want, f"step {i}: {op}: mount {got} != tmpfs {want}"
+    assert trees.snapshot(mounted, mtimes=False) == trees.snapshot(reference, mtimes=False)
+
+
+def _bound(op: Op, base: Path) -> Callable[[], object]:
+    return lambda: op.run(base)
+
+
+@pytest.fixture(params=kind_params(DIFF_KINDS))
+def pair(request: pytest.FixtureRequest, roots: Roots) -> tuple[Path, Path]:
+    """A working directory in the kind under test and one on the tmpfs reference."""
+    return roots.fresh(request.param), roots.fresh("tmpfs")
+
+
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(steps=st.lists(operations, min_size=1, max_size=30))
+def test_same_results_as_tmpfs(pair: tuple[Path, Path], steps: list[Op]) -> None:
+    mounted, reference = pair
+    check_same(mounted, reference, steps)
+
+
+def test_namespace_sanity(roots: Roots) -> None:
+    # The harness itself: two tmpfs directories agree on a sequence that hits many errnos.
+    a, b = roots.fresh("tmpfs"), roots.fresh("tmpfs")
+    steps: list[Op] = [
+        Mkdir("a", 0o755),
+        Create("a/b", True, False, 0o644),
+        Create("a/b", True, False, 0o644),
+        Rmdir("a"),
+        Unlink("a"),
+        Write("a/b", 4096, b"x"),
+        Symlink("a", "b"),
+        Stat("b/b", True),
+        Rename("a", "b/c", 0),
+        Symlink("c", "c"),
+        Stat("c", True),
+    ]
+    check_same(a, b, steps)
+    assert outcome(lambda: Stat("c", True).run(a)) == ("err", errno.errorcode[errno.ELOOP])
