@@ -220,6 +220,11 @@ class Daemon:
                 continue
         if self.proc.stdout is not None:
             self.proc.stdout.close()
+        if self.proc.returncode != 0:
+            print(
+                f"warning: {self.kind} daemon exited {self.proc.returncode}; see {self.log}",
+                file=sys.stderr,
+            )
 
 
 @dataclasses.dataclass
