@@ -1,0 +1,93 @@
+"""Converting what a tree reports (:class:`vfs.FileInfo`) into what the kernel caches.
+
+Theory of operation
+-------------------
+The kernel needs a full ``struct stat`` for every entry; trees report what they keep and leave
+the rest ``None``. :class:`AttrPolicy` fills the gaps the same way for every entry of a mount:
+
+- type bits from ``kind``; permission bits from ``mode``, else 0644 (file), 0755 (directory),
+  0777 (symlink);
+- ``uid``/``gid`` from the tree, else the mount owner's;
+- times in nanoseconds: ``mtime_ns``; ``atime_ns`` and ``ctime_ns`` default to it;
+- ``nlink`` from the tree, else 2 for a directory and 1 otherwise (0 for a detached inode, as
+  ``fstat`` of an unlinked file shows);
+- ``st_blocks`` counts 512-byte units of the size, ``st_blksize`` is 4 KiB.
+
+The entry and attribute timeouts come from the mount options: the kernel may answer from these
+attributes for that long without asking, which is where the mount's speed comes from. A negative
+entry (``st_ino == 0``) lets the kernel remember that a name does not exist.
+"""
+
+from __future__ import annotations
+
+import stat
+from dataclasses import dataclass
+
+import pyfuse3
+
+from vfs import FileInfo
+
+BLOCK_SIZE = 4096
+
+_TYPE_BITS = {
+    "file": stat.S_IFREG,
+    "directory": stat.S_IFDIR,
+    "symlink": stat.S_IFLNK,
+}
+_DEFAULT_MODE = {"file": 0o644, "directory": 0o755, "symlink": 0o777}
+
+
+@dataclass(frozen=True)
+class AttrPolicy:
+    """How one mount fills attributes (defaults and cache timeouts)."""
+
+    uid: int
+    gid: int
+    entry_timeout: float = 300.0
+    attr_timeout: float = 300.0
+    negative_timeout: float = 300.0
+
+    def entry(self, ino: int, info: FileInfo, *, detached: bool = False) -> pyfuse3.EntryAttributes:
+        """The kernel's view of ``info`` as inode ``ino``."""
+        kind = info.kind
+        if kind not in _TYPE_BITS:
+            raise ValueError(f"no attributes for a {kind} entry")
+        attrs = pyfuse3.EntryAttributes()
+        attrs.st_ino = ino
+        attrs.generation = 0
+        attrs.entry_timeout = self.entry_timeout
+        attrs.attr_timeout = self.attr_timeout
+        mode = info.mode if info.mode is not None else _DEFAULT_MODE[kind]
+        attrs.st_mode = _TYPE_BITS[kind] | (mode & 0o7777)
+        if detached:
+            attrs.st_nlink = 0
+        elif info.nlink is not None:
+            attrs.st_nlink = info.nlink
+        else:
+            attrs.st_nlink = 2 if kind == "directory" else 1
+        attrs.st_uid = self.uid if info.uid is None else info.uid
+        attrs.st_gid = self.gid if info.gid is None else info.gid
+        attrs.st_rdev = 0
+        size = max(0, info.size)
+        attrs.st_size = size
+        attrs.st_blksize = BLOCK_SIZE
+        attrs.st_blocks = (size + 511) // 512
+        mtime_ns = info.mtime_ns or 0
+        attrs.st_mtime_ns = mtime_ns
+        attrs.st_atime_ns = mtime_ns if info.atime_ns is None else info.atime_ns
+        attrs.st_ctime_ns = mtime_ns if info.ctime_ns is None else info.ctime_ns
+        return attrs
+
+    def dot(self, ino: int) -> pyfuse3.EntryAttributes:
+        """Attributes for a ``.``/``..`` readdir entry (the kernel uses only number and type)."""
+        attrs = pyfuse3.EntryAttributes()
+        attrs.st_ino = ino
+        attrs.st_mode = stat.S_IFDIR | 0o755
+        return attrs
+
+    def negative(self) -> pyfuse3.EntryAttributes:
+        """A lookup answer meaning "no such name", cached for ``negative_timeout``."""
+        attrs = pyfuse3.EntryAttributes()
+        attrs.st_ino = 0
+        attrs.entry_timeout = self.negative_timeout
+        return attrs

@@ -1,0 +1,97 @@
+"""The handle table: what each file handle (``fh``) the kernel holds refers to.
+
+Theory of operation
+-------------------
+``open``/``create`` put a :class:`FileHandle` (the tree's :class:`vfs.OpenFile`, the inode node it
+was opened through, the open flags) under a fresh ``fh``; ``opendir`` puts a :class:`DirHandle`.
+Handle numbers come from a counter and are never reused, so a stale number cannot reach another
+file. ``release``/``releasedir`` pop them. The table does not touch the inode table; the caller
+pins the node for as long as the handle exists (see ``mountd._inodes``).
+
+A directory handle keeps a snapshot of the directory's names, taken when the kernel reads from
+offset 0 (``opendir`` and every ``rewinddir``). Offsets given to the kernel are indices into that
+snapshot, so entries added or removed while a listing is in progress never make it skip or repeat
+a name, as readdir(3) requires.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from vfs import OpenFile
+
+from ._inodes import Node
+
+
+@dataclass(eq=False)
+class FileHandle:
+    """An open regular file."""
+
+    fh: int
+    node: Node
+    file: OpenFile
+    flags: int
+    # Whether anything was written through this handle since it was last flushed.
+    dirty: bool = False
+
+    @property
+    def writable(self) -> bool:
+        return (self.flags & os.O_ACCMODE) != os.O_RDONLY
+
+
+@dataclass(eq=False)
+class DirHandle:
+    """An open directory; ``entries`` is the snapshot being listed (names, with ``.``/``..``)."""
+
+    fh: int
+    node: Node
+    entries: list[str] | None = field(default=None)
+
+
+class HandleTable:
+    """``fh`` -> open file or directory."""
+
+    def __init__(self) -> None:
+        self._files: dict[int, FileHandle] = {}
+        self._dirs: dict[int, DirHandle] = {}
+        self._next_fh = 1
+
+    def __len__(self) -> int:
+        return len(self._files) + len(self._dirs)
+
+    def _take_number(self) -> int:
+        fh = self._next_fh
+        self._next_fh += 1
+        return fh
+
+    def add_file(self, node: Node, file: OpenFile, flags: int) -> FileHandle:
+        handle = FileHandle(self._take_number(), node, file, flags)
+        self._files[handle.fh] = handle
+        return handle
+
+    def file(self, fh: int) -> FileHandle:
+        """The open file ``fh``; ``KeyError`` if there is none."""
+        return self._files[fh]
+
+    def pop_file(self, fh: int) -> FileHandle:
+        return self._files.pop(fh)
+
+    def add_dir(self, node: Node) -> DirHandle:
+        handle = DirHandle(self._take_number(), node)
+        self._dirs[handle.fh] = handle
+        return handle
+
+    def dir(self, fh: int) -> DirHandle:
+        """The open directory ``fh``; ``KeyError`` if there is none."""
+        return self._dirs[fh]
+
+    def pop_dir(self, fh: int) -> DirHandle:
+        return self._dirs.pop(fh)
+
+    def files_of(self, node: Node) -> list[FileHandle]:
+        """The open files of ``node`` (linear; used only on rare paths)."""
+        return [handle for handle in self._files.values() if handle.node is node]
+
+    def open_files(self) -> list[FileHandle]:
+        return list(self._files.values())

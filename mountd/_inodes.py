@@ -1,0 +1,235 @@
+"""The inode table: which inode numbers the kernel holds, and which tree path each one names.
+
+Theory of operation
+-------------------
+Nodes form a tree that mirrors the part of the served namespace the kernel has seen: every node
+has a ``name`` and a ``parent``, and its path is computed by walking parents up to the root
+(:data:`ROOT_INODE`, always ``/``). A rename moves one node (and so its whole subtree) in O(1).
+
+Inode numbers come from a counter and are never reused, so a number the kernel still holds can
+never come to mean a different file. A path keeps its number as long as its node lives.
+
+A node lives while any of these holds:
+
+- ``lookups > 0``: the kernel holds the number. Every reply that hands the kernel an entry
+  (lookup, create, mkdir, mknod, symlink, and each readdirplus entry it accepts) counts one;
+  ``forget`` takes them back.
+- ``opens > 0``: an open file or directory handle refers to it.
+- it has children in the table (they need it to compute their path).
+
+When none holds, the node is dropped, and its parent is checked in turn. The root never drops.
+
+A node that no longer names anything in the tree (unlinked, renamed over, or replaced behind the
+mount's back) is *detached*: it leaves its parent's children and its path becomes ``None``, but it
+stays in the table while the kernel or a handle holds it, so ``getattr`` on an open descriptor of
+an unlinked file still answers from its last known attributes (``info``). The next lookup of the
+same name gets a fresh node with a new number. A detached directory takes its subtree with it.
+
+Nodes also remember the kind the tree last reported: a name whose kind changed behind the
+kernel's back (a file replaced by a directory) must get a new inode number, because the kernel
+refuses an inode whose type changes.
+
+Nothing here does I/O or awaits; every method runs to completion on the event loop's thread.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+
+from vfs import FileInfo
+from vfs._paths import ROOT, join_path, split_path
+
+log = logging.getLogger(__name__)
+
+ROOT_INODE = 1
+
+
+class Node:
+    """One inode the mount has handed out (or the root)."""
+
+    __slots__ = ("children", "info", "ino", "lookups", "name", "opens", "parent")
+
+    def __init__(self, ino: int, name: str, parent: Node | None, info: FileInfo | None) -> None:
+        self.ino = ino
+        self.name = name
+        self.parent = parent
+        self.children: dict[str, Node] = {}
+        self.lookups = 0
+        self.opens = 0
+        # The attributes the tree last reported; what a detached node answers with.
+        self.info = info
+
+    def __repr__(self) -> str:
+        return (
+            f"Node(ino={self.ino}, name={self.name!r}, lookups={self.lookups}, opens={self.opens})"
+        )
+
+
+class InodeTable:
+    """Inode numbers <-> paths, with the kernel's lookup counts (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self.root = Node(ROOT_INODE, "", None, None)
+        self._nodes: dict[int, Node] = {ROOT_INODE: self.root}
+        self._next_ino = ROOT_INODE + 1
+
+    def __len__(self) -> int:
+        return len(self._nodes)
+
+    def __iter__(self) -> Iterator[Node]:
+        return iter(list(self._nodes.values()))
+
+    def find(self, ino: int) -> Node | None:
+        """The node with number ``ino``, or ``None`` if it was dropped (or never existed)."""
+        return self._nodes.get(ino)
+
+    def path(self, node: Node) -> str | None:
+        """The tree path ``node`` names, or ``None`` when it (or an ancestor) is detached."""
+        parts: list[str] = []
+        while node is not self.root:
+            parent = node.parent
+            if parent is None:
+                return None
+            parts.append(node.name)
+            node = parent
+        if not parts:
+            return ROOT
+        parts.reverse()
+        return "/" + "/".join(parts)
+
+    def is_attached(self, node: Node) -> bool:
+        return self.path(node) is not None
+
+    def resolve(self, path: str) -> Node | None:
+        """The node for a normalized tree path, if the table has one."""
+        node = self.root
+        for name in split_path(path):
+            child = node.children.get(name)
+            if child is None:
+                return None
+            node = child
+        return node
+
+    def child(self, parent: Node, name: str, info: FileInfo) -> Node:
+        """The node for ``name`` in ``parent`` (created if new), without counting a lookup.
+
+        A node whose remembered kind differs from ``info.kind`` is detached and replaced.
+        """
+        node = parent.children.get(name)
+        if node is not None and node.info is not None and node.info.kind != info.kind:
+            self.detach(node)
+            node = None
+        if node is None:
+            node = Node(self._next_ino, name, parent, info)
+            self._next_ino += 1
+            self._nodes[node.ino] = node
+            parent.children[name] = node
+        else:
+            node.info = info
+        return node
+
+    def remember(self, parent: Node, name: str, info: FileInfo) -> Node:
+        """:meth:`child` plus one lookup: the kernel is being handed this entry."""
+        node = self.child(parent, name, info)
+        node.lookups += 1
+        return node
+
+    def ref(self, node: Node) -> None:
+        """Count one more kernel lookup of ``node`` (``.``/``..`` lookups, readdirplus)."""
+        node.lookups += 1
+
+    def forget(self, ino: int, count: int) -> None:
+        """The kernel dropped ``count`` references to ``ino``."""
+        node = self._nodes.get(ino)
+        if node is None:
+            log.debug("forget of unknown inode %d", ino)
+            return
+        if node is self.root:
+            return
+        if count > node.lookups:
+            log.warning("forget(%d, %d) exceeds lookup count %d", ino, count, node.lookups)
+            count = node.lookups
+        node.lookups -= count
+        self._drop_unused(node)
+
+    def pin(self, node: Node) -> None:
+        """An open handle now refers to ``node``."""
+        node.opens += 1
+
+    def unpin(self, node: Node) -> None:
+        """A handle referring to ``node`` was released."""
+        node.opens = max(0, node.opens - 1)
+        self._drop_unused(node)
+
+    def discard_if_unused(self, node: Node) -> None:
+        """Drop a node created speculatively (a readdirplus entry the kernel did not take)."""
+        self._drop_unused(node)
+
+    def detach(self, node: Node) -> None:
+        """``node`` no longer names anything: take it out of the namespace (see the docstring)."""
+        if node is self.root:
+            return
+        parent = node.parent
+        if parent is None:
+            return
+        if parent.children.get(node.name) is node:
+            del parent.children[node.name]
+        node.parent = None
+        self._drop_unused(node)
+        self._drop_unused(parent)
+
+    def detach_name(self, parent: Node, name: str) -> Node | None:
+        """Detach whatever node ``name`` in ``parent`` has (unlink, rmdir); return it."""
+        node = parent.children.get(name)
+        if node is not None:
+            self.detach(node)
+        return node
+
+    def move(self, old_parent: Node, old_name: str, new_parent: Node, new_name: str) -> None:
+        """A rename succeeded in the tree: move the node and detach what it replaced."""
+        node = old_parent.children.get(old_name)
+        displaced = new_parent.children.get(new_name)
+        if displaced is not None and displaced is not node:
+            self.detach(displaced)
+        if node is None:
+            return
+        del old_parent.children[old_name]
+        node.parent = new_parent
+        node.name = new_name
+        new_parent.children[new_name] = node
+        self._drop_unused(old_parent)
+
+    def exchange(self, parent_a: Node, name_a: str, parent_b: Node, name_b: str) -> None:
+        """A RENAME_EXCHANGE succeeded: the two names swapped what they point at."""
+        node_a = parent_a.children.pop(name_a, None)
+        node_b = parent_b.children.pop(name_b, None)
+        if node_a is not None:
+            node_a.parent, node_a.name = parent_b, name_b
+            parent_b.children[name_b] = node_a
+        if node_b is not None:
+            node_b.parent, node_b.name = parent_a, name_a
+            parent_a.children[name_a] = node_b
+        self._drop_unused(parent_a)
+        self._drop_unused(parent_b)
+
+    def _drop_unused(self, node: Node | None) -> None:
+        while (
+            node is not None
+            and node is not self.root
+            and node.lookups == 0
+            and node.opens == 0
+            and not node.children
+        ):
+            self._nodes.pop(node.ino, None)
+            parent = node.parent
+            if parent is not None and parent.children.get(node.name) is node:
+                del parent.children[node.name]
+            node.parent = None
+            node = parent
+
+
+def child_path(table: InodeTable, parent: Node, name: str) -> str | None:
+    """The tree path of ``name`` inside ``parent``, or ``None`` if ``parent`` is detached."""
+    base = table.path(parent)
+    return None if base is None else join_path(base, name)

@@ -1,0 +1,204 @@
+"""Keeping the kernel's caches coherent with changes made to the tree outside the mount.
+
+Theory of operation
+-------------------
+The mount lets the kernel cache entries, attributes and file pages for minutes. Changes made
+*through* the mount keep those caches right by themselves; changes made through the Python API
+(or any other path into a :class:`vfs.Watchable` tree) arrive as :class:`vfs.Change` values, and
+:class:`Invalidator` turns each into kernel notifications:
+
+- ``entry`` at ``/p/n``: the name now means something else or nothing. If the kernel knows the
+  parent, invalidate the dentry ``(parent, n)`` (also a cached negative lookup) and the parent's
+  attributes; if it knows the node, detach it from the inode table (the next lookup gets a fresh
+  inode) and drop its attributes and pages (open descriptors of it re-read from their handle).
+  An ``entry`` change at ``/`` invalidates every name the kernel holds in the root.
+- ``content``: drop the node's pages and attributes. ``metadata``: drop its attributes only.
+  (With the writeback cache the kernel trusts its own file size, so a content change is handled
+  like an entry change: the next open sees a fresh inode.)
+- Paths the kernel never looked up need nothing.
+
+Planning (:func:`plan`) is synchronous and touches only the inode table, so it runs on the event
+loop's thread when the change is made (a change made from another thread hops onto the loop
+first). Delivery goes to a worker thread, because the kernel may block a notification until a
+request on the same inode is answered, and that request is served by this very event loop. The
+callback returns an awaitable, which the changing call awaits (``vfs._watch``): when an API write
+returns, the kernel has forgotten what it had cached. If delivery takes longer than ``timeout``
+(a tree holding a lock that the pending request needs), the writer stops waiting and the
+notification completes in the background, with a warning: a stale read is better than a deadlock.
+
+Changes whose origin is the mount itself are ignored: the kernel already knows about them.
+Failed notifications (``ENOENT``: the kernel had already dropped that entry) are logged at debug.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+import anyio
+import pyfuse3
+import trio
+
+from vfs import Change
+from vfs._paths import ROOT, base_name, parent_path
+
+from ._inodes import InodeTable
+
+log = logging.getLogger("mountd")
+
+
+@dataclass(frozen=True, slots=True)
+class InvalidateEntry:
+    """Forget the dentry ``name`` in directory ``parent``."""
+
+    parent: int
+    name: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class InvalidateInode:
+    """Forget the attributes (and pages, unless ``attr_only``) of inode ``ino``."""
+
+    ino: int
+    attr_only: bool = False
+
+
+Notice = InvalidateEntry | InvalidateInode
+
+
+def plan(table: InodeTable, change: Change, *, writeback: bool = False) -> list[Notice]:
+    """The notifications that make the kernel forget what ``change`` made stale.
+
+    Detaches replaced nodes from ``table`` as a side effect (see the module docstring).
+    """
+    path = change.path
+    kind = change.kind
+    if kind == "content" and writeback:
+        kind = "entry"
+    if kind != "entry":
+        node = table.resolve(path)
+        if node is None or (node.lookups == 0 and node is not table.root):
+            return []
+        return [InvalidateInode(node.ino, attr_only=kind == "metadata")]
+    if path == ROOT:
+        root = table.root
+        notices: list[Notice] = []
+        for child in list(root.children.values()):
+            notices.append(InvalidateEntry(root.ino, child.name.encode("utf-8", "surrogateescape")))
+            known = child.lookups > 0
+            table.detach(child)
+            if known:
+                notices.append(InvalidateInode(child.ino))
+        notices.append(InvalidateInode(root.ino))
+        return notices
+    notices = []
+    parent = table.resolve(parent_path(path))
+    if parent is not None and (parent.lookups > 0 or parent is table.root):
+        name = base_name(path).encode("utf-8", "surrogateescape")
+        notices.append(InvalidateEntry(parent.ino, name))
+        notices.append(InvalidateInode(parent.ino, attr_only=True))
+    node = table.resolve(path)
+    if node is not None:
+        known = node.lookups > 0
+        table.detach(node)
+        if known:
+            notices.append(InvalidateInode(node.ino))
+    return notices
+
+
+def send_to_kernel(notice: Notice) -> None:
+    """Deliver one notification through pyfuse3 (blocking; call from a worker thread)."""
+    if isinstance(notice, InvalidateEntry):
+        pyfuse3.invalidate_entry(notice.parent, notice.name)
+    else:
+        pyfuse3.invalidate_inode(notice.ino, attr_only=notice.attr_only)
+
+
+class Invalidator:
+    """The :meth:`vfs.Watchable.watch` callback of one mount (see the module docstring)."""
+
+    def __init__(
+        self,
+        table: InodeTable,
+        origin: object,
+        *,
+        writeback: bool = False,
+        send: Callable[[Notice], None] = send_to_kernel,
+        timeout: float = 10.0,
+        counters: Counter[str] | None = None,
+    ) -> None:
+        self.table = table
+        self.origin = origin
+        self.writeback = writeback
+        self.timeout = timeout
+        self.counters: Counter[str] = Counter() if counters is None else counters
+        self._send = send
+        self._loop_thread = threading.get_ident()
+        self._trio_token = trio.lowlevel.current_trio_token()
+        self._state = threading.Condition()
+        self._live = True
+        self._in_flight = 0
+
+    def __call__(self, change: Change) -> Awaitable[None] | None:
+        if change.origin is self.origin or not self._live:
+            return None
+        if threading.get_ident() != self._loop_thread:
+            return self._from_other_thread(change)
+        notices = self._plan(change)
+        if not notices:
+            return None
+        return self._deliver(notices)
+
+    def _plan(self, change: Change) -> list[Notice]:
+        notices = plan(self.table, change, writeback=self.writeback)
+        for notice in notices:
+            self.counters[type(notice).__name__] += 1
+        return notices
+
+    async def _deliver(self, notices: list[Notice]) -> None:
+        with anyio.move_on_after(self.timeout) as scope:
+            await anyio.to_thread.run_sync(self._send_all, notices, abandon_on_cancel=True)
+        if scope.cancelled_caught:
+            log.warning(
+                "kernel invalidation still blocked after %.1f s; continuing without it",
+                self.timeout,
+            )
+
+    async def _from_other_thread(self, change: Change) -> None:
+        def plan_and_send() -> None:
+            notices = trio.from_thread.run_sync(self._plan, change, trio_token=self._trio_token)
+            self._send_all(notices)
+
+        with anyio.move_on_after(self.timeout) as scope:
+            await anyio.to_thread.run_sync(plan_and_send, abandon_on_cancel=True)
+        if scope.cancelled_caught:
+            log.warning("kernel invalidation still blocked after %.1f s", self.timeout)
+
+    def _send_all(self, notices: list[Notice]) -> None:
+        with self._state:
+            if not self._live:
+                return
+            self._in_flight += 1
+        try:
+            for notice in notices:
+                try:
+                    self._send(notice)
+                except OSError as error:
+                    log.debug("invalidation %s failed: %s", notice, error)
+        finally:
+            with self._state:
+                self._in_flight -= 1
+                self._state.notify_all()
+
+    def close(self, timeout: float) -> bool:
+        """Stop sending; wait (blocking) until no notification is being sent. True if idle.
+
+        Call from a worker thread while the mount still serves: a notification in flight may be
+        waiting for a request that only the event loop can answer.
+        """
+        with self._state:
+            self._live = False
+            return self._state.wait_for(lambda: self._in_flight == 0, timeout)

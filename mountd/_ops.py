@@ -1,0 +1,530 @@
+"""The FUSE request handlers: resolve an inode to a path, make one tree call, convert the answer.
+
+Theory of operation
+-------------------
+:class:`Operations` is what ``pyfuse3`` calls for each kernel request. Each handler
+
+1. resolves inode numbers to tree paths through the inode table (``mountd._inodes``) and file
+   handles to open files through the handle table (``mountd._handles``);
+2. makes (usually) one call on the served :class:`vfs.PosixFileSystem`;
+3. converts the result with ``mountd._attrs`` and updates the tables (lookup counts, renames,
+   detached inodes).
+
+Every handler goes through :func:`_request`, which counts the operation, sets
+:data:`vfs.change_origin` to the mount (so the tree's change notifications caused by the mount
+itself do not invalidate what the kernel just learned), and maps any exception to a
+``pyfuse3.FUSEError`` with ``mountd._errno.errno_for``: nothing else may escape into ``pyfuse3``.
+
+Decisions a reader may question:
+
+- Hard links: ``EPERM`` (trees have no inode identity to share). FIFOs, sockets and device nodes:
+  ``EPERM``, the errno mknod(2) documents for "the filesystem does not support this node type".
+- Extended attributes: all four handlers answer ``ENOSYS``, which the kernel remembers for the
+  mount and turns into ``EOPNOTSUPP`` for callers. That costs one request per mount instead of a
+  ``getxattr("security.capability")`` before every ``write()``.
+- ``RENAME_EXCHANGE`` on a tree that cannot swap atomically answers ``EINVAL`` (what callers such
+  as ``mv`` expect from filesystems without exchange), never a silent overwrite.
+- ``flush`` is skipped for handles opened read-only (nothing to write back), saving a tree call
+  on every ``close()`` of a reader; writers always reach ``OpenFile.flush``, so a buffering
+  layer's write-back error reaches ``close(2)``.
+- ``fsync`` is always forwarded; answering ENOSYS would make every later fsync a silent no-op.
+- Open files keep the kernel's page cache (``keep_cache``); changes made outside the mount drop it
+  through the invalidation path (``mountd._invalidate``). ``direct_io`` is never used: it breaks
+  shared ``mmap``, which sqlite and git need.
+"""
+
+from __future__ import annotations
+
+import errno
+import functools
+import logging
+import os
+import stat
+from collections import Counter
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import replace
+from typing import Any, TypeVar, cast
+
+import pyfuse3
+
+from vfs import FileInfo, OpenFile, PosixFileSystem, change_origin
+from vfs._paths import NAME_MAX, base_name, join_path
+
+from ._attrs import BLOCK_SIZE, AttrPolicy
+from ._errno import errno_for
+from ._handles import FileHandle, HandleTable
+from ._inodes import InodeTable, Node
+
+log = logging.getLogger("mountd")
+
+_F = TypeVar("_F", bound=Callable[..., Awaitable[Any]])
+
+# What statfs reports: trees do not know their capacity, so report a large, mostly free disk
+# (1 TiB in 4 KiB blocks) so that tools checking free space proceed.
+_STATFS_BLOCKS = 1 << 28
+_STATFS_FILES = 1 << 32
+
+
+def _request(*, write: bool = False) -> Callable[[_F], _F]:
+    """Wrap a handler: count it, mark the mount as the change origin, map exceptions.
+
+    ``write`` says whether the operation would create or change something, which decides how a
+    "no mount here" error reads (see ``mountd._errno``).
+    """
+
+    def decorate(handler: _F) -> _F:
+        op = handler.__name__
+
+        @functools.wraps(handler)
+        async def wrapper(self: Operations, *args: Any) -> Any:
+            self.counters[op] += 1
+            token = change_origin.set(self.origin)
+            try:
+                return await handler(self, *args)
+            except pyfuse3.FUSEError:
+                raise
+            except Exception as error:  # mapped to an errno (and logged if unexpected)
+                raise pyfuse3.FUSEError(errno_for(error, write=write, op=op)) from None
+            finally:
+                change_origin.reset(token)
+
+        return cast(_F, wrapper)
+
+    return decorate
+
+
+def _fuse_error(code: int) -> pyfuse3.FUSEError:
+    return pyfuse3.FUSEError(code)
+
+
+class Operations(pyfuse3.Operations):
+    """Serves one :class:`vfs.PosixFileSystem` to the kernel (see the module docstring)."""
+
+    supports_dot_lookup = True
+
+    def __init__(
+        self,
+        fs: PosixFileSystem,
+        *,
+        attrs: AttrPolicy,
+        origin: object,
+        counters: Counter[str] | None = None,
+        writeback: bool = False,
+    ) -> None:
+        super().__init__()
+        self.fs = fs
+        self.attrs = attrs
+        self.origin = origin
+        self.counters: Counter[str] = Counter() if counters is None else counters
+        self.inodes = InodeTable()
+        self.handles = HandleTable()
+        # Read by pyfuse3 when the kernel connection is set up.
+        self.enable_writeback_cache = writeback
+
+    # --- helpers ---------------------------------------------------------------------------
+
+    def _node(self, ino: int) -> Node:
+        node = self.inodes.find(ino)
+        if node is None:
+            log.warning("request for unknown inode %d", ino)
+            raise _fuse_error(errno.ESTALE)
+        return node
+
+    def _path(self, node: Node) -> str:
+        path = self.inodes.path(node)
+        if path is None:  # detached: unlinked or replaced, only open handles still reach it
+            raise _fuse_error(errno.ENOENT)
+        return path
+
+    def _child_path(self, parent_ino: int, name: bytes) -> tuple[Node, str, str]:
+        parent = self._node(parent_ino)
+        if len(name) > NAME_MAX:
+            raise _fuse_error(errno.ENAMETOOLONG)
+        text = os.fsdecode(name)
+        return parent, text, join_path(self._path(parent), text)
+
+    def _entry(self, node: Node, info: FileInfo) -> pyfuse3.EntryAttributes:
+        return self.attrs.entry(node.ino, info)
+
+    def _detached_entry(self, node: Node) -> pyfuse3.EntryAttributes:
+        if node.info is None or not node.info.exists:
+            raise _fuse_error(errno.ENOENT)
+        return self.attrs.entry(node.ino, node.info, detached=True)
+
+    async def _lstat_existing(self, path: str) -> FileInfo:
+        info = await self.fs.lstat(path)
+        if not info.exists:
+            raise _fuse_error(errno.ENOENT)
+        return info
+
+    # --- names -----------------------------------------------------------------------------
+
+    @_request()
+    async def lookup(
+        self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext
+    ) -> pyfuse3.EntryAttributes:
+        if name in (b".", b".."):
+            parent = self._node(parent_inode)
+            node = parent if name == b"." or parent.parent is None else parent.parent
+            info = await self._lstat_existing(self._path(node))
+            self.inodes.ref(node)
+            node.info = info
+            return self._entry(node, info)
+        parent, text, path = self._child_path(parent_inode, name)
+        info = await self.fs.lstat(path)
+        if not info.exists:
+            if self.attrs.negative_timeout > 0:
+                return self.attrs.negative()
+            raise _fuse_error(errno.ENOENT)
+        node = self.inodes.remember(parent, text, info)
+        return self._entry(node, info)
+
+    async def forget(self, inode_list: Sequence[tuple[int, int]]) -> None:
+        # Not a request: nothing may be raised, and there is no one to answer.
+        self.counters["forget"] += 1
+        for ino, count in inode_list:
+            self.inodes.forget(ino, count)
+
+    @_request()
+    async def getattr(self, inode: int, ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
+        node = self._node(inode)
+        path = self.inodes.path(node)
+        if path is None:
+            return self._detached_entry(node)
+        info = await self.fs.lstat(path)
+        if not info.exists or (node.info is not None and node.info.kind != info.kind):
+            # Gone (or replaced by another kind) behind the mount's back: this inode is stale.
+            self.inodes.detach(node)
+            if node.opens:
+                return self._detached_entry(node)
+            raise _fuse_error(errno.ENOENT if not info.exists else errno.ESTALE)
+        node.info = info
+        return self._entry(node, info)
+
+    @_request(write=True)
+    async def setattr(
+        self,
+        inode: int,
+        attr: pyfuse3.EntryAttributes,
+        fields: pyfuse3.SetattrFields,
+        fh: int | None,
+        ctx: pyfuse3.RequestContext,
+    ) -> pyfuse3.EntryAttributes:
+        node = self._node(inode)
+        path = self.inodes.path(node)
+        handle = self._maybe_handle(fh)
+        changes: dict[str, int] = {}
+        if fields.update_mode:
+            changes["mode"] = attr.st_mode & 0o7777
+        if fields.update_uid:
+            changes["uid"] = attr.st_uid
+        if fields.update_gid:
+            changes["gid"] = attr.st_gid
+        if fields.update_atime:
+            changes["atime_ns"] = attr.st_atime_ns
+        if fields.update_mtime:
+            changes["mtime_ns"] = attr.st_mtime_ns
+        if fields.update_size:
+            if handle is not None:
+                # Through the open file, so a layer buffering this handle sees it.
+                await handle.file.truncate(attr.st_size)
+                handle.dirty = True
+            elif path is not None:
+                changes["size"] = attr.st_size
+            else:
+                raise _fuse_error(errno.ENOENT)
+        if path is None:
+            # Detached (e.g. fchmod of an unlinked file): keep the change on the inode itself.
+            if node.info is None:
+                raise _fuse_error(errno.ENOENT)
+            node.info = _apply(node.info, changes, attr.st_size if fields.update_size else None)
+            return self._detached_entry(node)
+        if changes:
+            info = await self.fs.setattr(path, **changes)
+        else:
+            info = await self._lstat_existing(path)
+        node.info = info
+        return self._entry(node, info)
+
+    def _maybe_handle(self, fh: int | None) -> FileHandle | None:
+        if fh is None:
+            return None
+        try:
+            return self.handles.file(fh)
+        except KeyError:
+            return None
+
+    @_request()
+    async def readlink(self, inode: int, ctx: pyfuse3.RequestContext) -> bytes:
+        node = self._node(inode)
+        return os.fsencode(await self.fs.readlink(self._path(node)))
+
+    @_request(write=True)
+    async def mknod(
+        self, parent_inode: int, name: bytes, mode: int, rdev: int, ctx: pyfuse3.RequestContext
+    ) -> pyfuse3.EntryAttributes:
+        if not stat.S_ISREG(mode):
+            # Trees hold files, directories and symlinks only (see the module docstring).
+            raise _fuse_error(errno.EPERM)
+        parent, text, path = self._child_path(parent_inode, name)
+        file = await self.fs.open(
+            path,
+            create=True,
+            exclusive=True,
+            mode=mode & ~ctx.umask & 0o7777,
+            uid=ctx.uid,
+            gid=ctx.gid,
+        )
+        await file.close()
+        info = await self._lstat_existing(path)
+        return self._entry(self.inodes.remember(parent, text, info), info)
+
+    @_request(write=True)
+    async def mkdir(
+        self, parent_inode: int, name: bytes, mode: int, ctx: pyfuse3.RequestContext
+    ) -> pyfuse3.EntryAttributes:
+        parent, text, path = self._child_path(parent_inode, name)
+        await self.fs.mkdir(path, mode & ~ctx.umask & 0o7777, uid=ctx.uid, gid=ctx.gid)
+        info = await self._lstat_existing(path)
+        return self._entry(self.inodes.remember(parent, text, info), info)
+
+    @_request(write=True)
+    async def unlink(self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> None:
+        parent, text, path = self._child_path(parent_inode, name)
+        await self.fs.unlink(path)
+        self.inodes.detach_name(parent, text)
+
+    @_request(write=True)
+    async def rmdir(self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> None:
+        parent, text, path = self._child_path(parent_inode, name)
+        await self.fs.rmdir(path)
+        self.inodes.detach_name(parent, text)
+
+    @_request(write=True)
+    async def symlink(
+        self, parent_inode: int, name: bytes, target: bytes, ctx: pyfuse3.RequestContext
+    ) -> pyfuse3.EntryAttributes:
+        parent, text, path = self._child_path(parent_inode, name)
+        await self.fs.symlink(path, os.fsdecode(target), uid=ctx.uid, gid=ctx.gid)
+        info = await self._lstat_existing(path)
+        return self._entry(self.inodes.remember(parent, text, info), info)
+
+    @_request(write=True)
+    async def rename(
+        self,
+        parent_inode_old: int,
+        name_old: bytes,
+        parent_inode_new: int,
+        name_new: bytes,
+        flags: int,
+        ctx: pyfuse3.RequestContext,
+    ) -> None:
+        noreplace = bool(flags & pyfuse3.RENAME_NOREPLACE)
+        exchange = bool(flags & pyfuse3.RENAME_EXCHANGE)
+        known = pyfuse3.RENAME_NOREPLACE | pyfuse3.RENAME_EXCHANGE
+        if flags & ~known or (noreplace and exchange):
+            raise _fuse_error(errno.EINVAL)
+        old_parent, old_text, src = self._child_path(parent_inode_old, name_old)
+        new_parent, new_text, dst = self._child_path(parent_inode_new, name_new)
+        try:
+            await self.fs.rename(src, dst, noreplace=noreplace, exchange=exchange)
+        except OSError as error:
+            if exchange and error.errno in (errno.EOPNOTSUPP, errno.ENOSYS):
+                raise _fuse_error(errno.EINVAL) from None
+            raise
+        if exchange:
+            self.inodes.exchange(old_parent, old_text, new_parent, new_text)
+        else:
+            self.inodes.move(old_parent, old_text, new_parent, new_text)
+
+    @_request(write=True)
+    async def link(
+        self, inode: int, new_parent_inode: int, new_name: bytes, ctx: pyfuse3.RequestContext
+    ) -> pyfuse3.EntryAttributes:
+        raise _fuse_error(errno.EPERM)
+
+    # --- files -----------------------------------------------------------------------------
+
+    @_request()
+    async def open(self, inode: int, flags: int, ctx: pyfuse3.RequestContext) -> pyfuse3.FileInfo:
+        node = self._node(inode)
+        file = await self.fs.open(self._path(node), truncate=bool(flags & os.O_TRUNC))
+        return self._add_handle(node, file, flags)
+
+    def _add_handle(self, node: Node, file: OpenFile, flags: int) -> pyfuse3.FileInfo:
+        handle = self.handles.add_file(node, file, flags)
+        self.inodes.pin(node)
+        return pyfuse3.FileInfo(fh=handle.fh, keep_cache=True, direct_io=False)
+
+    @_request(write=True)
+    async def create(
+        self, parent_inode: int, name: bytes, mode: int, flags: int, ctx: pyfuse3.RequestContext
+    ) -> tuple[pyfuse3.FileInfo, pyfuse3.EntryAttributes]:
+        parent, text, path = self._child_path(parent_inode, name)
+        file = await self.fs.open(
+            path,
+            create=True,
+            exclusive=bool(flags & os.O_EXCL),
+            truncate=bool(flags & os.O_TRUNC),
+            mode=mode & ~ctx.umask & 0o7777,
+            uid=ctx.uid,
+            gid=ctx.gid,
+        )
+        try:
+            info = await self._lstat_existing(path)
+        except BaseException:
+            await file.close()
+            raise
+        node = self.inodes.remember(parent, text, info)
+        return self._add_handle(node, file, flags), self._entry(node, info)
+
+    @_request()
+    async def read(self, fh: int, off: int, size: int) -> bytes:
+        return await self.handles.file(fh).file.read(off, size)
+
+    @_request(write=True)
+    async def write(self, fh: int, off: int, buf: bytes) -> int:
+        handle = self.handles.file(fh)
+        handle.dirty = True
+        done = 0
+        view = memoryview(buf)
+        while done < len(buf):
+            written = await handle.file.write(off + done, bytes(view[done:]) if done else buf)
+            if written <= 0:
+                raise _fuse_error(errno.EIO)
+            done += written
+        node = handle.node
+        if node.parent is None and node.info is not None and off + done > node.info.size:
+            node.info = replace(node.info, size=off + done)
+        return done
+
+    @_request(write=True)
+    async def flush(self, fh: int) -> None:
+        handle = self.handles.file(fh)
+        if handle.dirty or handle.writable:
+            await handle.file.flush()
+            handle.dirty = False
+
+    @_request()
+    async def release(self, fh: int) -> None:
+        handle = self.handles.pop_file(fh)
+        try:
+            await handle.file.close()
+        finally:
+            self.inodes.unpin(handle.node)
+
+    @_request(write=True)
+    async def fsync(self, fh: int, datasync: bool) -> None:
+        await self.handles.file(fh).file.fsync(datasync)
+
+    # --- directories -----------------------------------------------------------------------
+
+    @_request()
+    async def opendir(self, inode: int, ctx: pyfuse3.RequestContext) -> int:
+        node = self._node(inode)
+        handle = self.handles.add_dir(node)
+        self.inodes.pin(node)
+        return handle.fh
+
+    async def _snapshot(self, node: Node) -> list[str]:
+        names = [".", ".."]
+        path = self.inodes.path(node)
+        if path is not None:  # a removed directory lists as empty
+            names.extend([base_name(entry.path) async for entry in self.fs.list(path)])
+        return names
+
+    @_request()
+    async def readdir(self, fh: int, start_id: int, token: pyfuse3.ReaddirToken) -> None:
+        handle = self.handles.dir(fh)
+        node = handle.node
+        if start_id == 0 or handle.entries is None:
+            handle.entries = await self._snapshot(node)
+        entries = handle.entries
+        for index in range(start_id, len(entries)):
+            name = entries[index]
+            if name in (".", ".."):
+                dot = node if name == "." or node.parent is None else node.parent
+                if not pyfuse3.readdir_reply(
+                    token, name.encode(), self.attrs.dot(dot.ino), index + 1
+                ):
+                    return
+                continue  # "." and ".." are never counted as lookups
+            path = self.inodes.path(node)
+            if path is None:
+                return
+            info = await self.fs.lstat(join_path(path, name))
+            if not info.exists:
+                continue  # removed since the snapshot
+            child = self.inodes.child(node, name, info)
+            if not pyfuse3.readdir_reply(
+                token, os.fsencode(name), self._entry(child, info), index + 1
+            ):
+                self.inodes.discard_if_unused(child)
+                return
+            self.inodes.ref(child)
+
+    @_request()
+    async def releasedir(self, fh: int) -> None:
+        handle = self.handles.pop_dir(fh)
+        self.inodes.unpin(handle.node)
+
+    @_request()
+    async def fsyncdir(self, fh: int, datasync: bool) -> None:
+        # Directory operations reach the tree when they are made; nothing is buffered here.
+        self.handles.dir(fh)
+
+    # --- the filesystem --------------------------------------------------------------------
+
+    @_request()
+    async def statfs(self, ctx: pyfuse3.RequestContext) -> pyfuse3.StatvfsData:
+        data = pyfuse3.StatvfsData()
+        data.f_bsize = BLOCK_SIZE
+        data.f_frsize = BLOCK_SIZE
+        data.f_blocks = _STATFS_BLOCKS
+        data.f_bfree = _STATFS_BLOCKS
+        data.f_bavail = _STATFS_BLOCKS
+        data.f_files = _STATFS_FILES
+        data.f_ffree = _STATFS_FILES - len(self.inodes)
+        data.f_favail = data.f_ffree
+        data.f_namemax = NAME_MAX
+        return data
+
+    @_request()
+    async def access(self, inode: int, mode: int, ctx: pyfuse3.RequestContext) -> bool:
+        # Never called with default_permissions (the kernel checks the mode bits itself).
+        self._node(inode)
+        return True
+
+    @_request(write=True)
+    async def setxattr(
+        self, inode: int, name: bytes, value: bytes, ctx: pyfuse3.RequestContext
+    ) -> None:
+        raise _fuse_error(errno.ENOSYS)
+
+    @_request()
+    async def getxattr(self, inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> bytes:
+        raise _fuse_error(errno.ENOSYS)
+
+    @_request()
+    async def listxattr(self, inode: int, ctx: pyfuse3.RequestContext) -> Sequence[bytes]:
+        raise _fuse_error(errno.ENOSYS)
+
+    @_request(write=True)
+    async def removexattr(self, inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> None:
+        raise _fuse_error(errno.ENOSYS)
+
+
+def _apply(info: FileInfo, changes: dict[str, int], size: int | None) -> FileInfo:
+    """``info`` with a setattr applied (for a detached inode the tree no longer holds)."""
+    updated = replace(
+        info,
+        mode=changes.get("mode", info.mode),
+        uid=changes.get("uid", info.uid),
+        gid=changes.get("gid", info.gid),
+        atime_ns=changes.get("atime_ns", info.atime_ns),
+    )
+    if "mtime_ns" in changes:
+        updated = replace(updated, mtime_ns=changes["mtime_ns"], mtime=0.0)
+    if size is not None:
+        updated = replace(updated, size=size)
+    return updated

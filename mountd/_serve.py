@@ -1,0 +1,338 @@
+"""Serving a tree at a mountpoint: the library API the command line and harnesses call.
+
+Theory of operation
+-------------------
+:func:`serve` mounts a :class:`vfs.FileSystem` with pyfuse3 and serves it on the calling trio
+loop until cancelled (or until someone unmounts it from outside), then unmounts, whatever
+happened. In order:
+
+1. Claim the process's one pyfuse3 session. pyfuse3 keeps its session in module globals, so a
+   second mount in the same process would silently orphan the first; it raises ``RuntimeError``.
+2. Clear a stale mount of ours at the same path (a daemon killed with SIGKILL leaves one that
+   answers ``ENOTCONN``), refuse a live one, and check the mountpoint is a directory.
+3. Register the mountpoint with the host-directory guard, so that a ``dir_fs`` serving a
+   directory that contains the mountpoint never reads through its own mount (a deadlock).
+4. ``pyfuse3.init`` (``fsname``, ``subtype=mountd`` so mountinfo shows ``fuse.mountd``, ``nosuid``,
+   ``nodev``, ``default_permissions``; ``allow_other`` and ``ro`` only when asked), start
+   ``pyfuse3.main`` in a shielded scope, and wait until the mount answers (``statvfs`` and a new
+   ``st_dev`` seen from a worker thread) before reporting :class:`Mount` through ``task_status``.
+5. Subscribe to the tree's changes (if it is :class:`vfs.Watchable`) to keep the kernel coherent.
+6. On the way out: unsubscribe, let in-flight invalidations finish while requests are still
+   served, ``pyfuse3.terminate()`` so in-flight requests complete, then
+   ``pyfuse3.close(unmount=True)``; the main loop is cancelled only if it does not stop in time.
+
+:func:`mounted` wraps this as an async context manager for harnesses inside their own trio program.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import logging
+import os
+import threading
+from collections import Counter
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+import pyfuse3
+import trio
+
+import vfs
+from vfs import FileSystem, PosixFileSystem, Watchable, _hostdisk
+
+from ._attrs import AttrPolicy
+from ._invalidate import Invalidator
+from ._ops import Operations
+
+log = logging.getLogger("mountd")
+
+SUBTYPE = "mountd"
+
+
+@dataclass(frozen=True)
+class MountOptions:
+    """How a tree is mounted.
+
+    ``entry_timeout``/``attr_timeout``/``negative_timeout``: seconds the kernel may answer lookups,
+    attributes and "no such name" from its cache. Changes made through the mount or through a
+    :class:`vfs.Watchable` tree's API invalidate the cache, so long timeouts are safe; lower them
+    for trees that change behind the API's back (a host directory other processes write).
+    ``writeback``: let the kernel buffer writes (fewer, larger write requests); off by default,
+    see ``docs/decisions/mountd-caching.md``. ``debug``: libfuse's request trace on stderr.
+    """
+
+    fsname: str = "agentroot"
+    allow_other: bool = False
+    read_only: bool = False
+    entry_timeout: float = 300.0
+    attr_timeout: float = 300.0
+    negative_timeout: float = 300.0
+    writeback: bool = False
+    debug: bool = False
+    # Longest an API write waits for the kernel to drop its caches (see mountd._invalidate).
+    invalidation_timeout: float = 10.0
+    # Longest the shutdown waits for in-flight requests before cancelling them.
+    shutdown_timeout: float = 5.0
+
+    def __post_init__(self) -> None:
+        if (
+            not self.fsname
+            or not self.fsname.isascii()
+            or any(c in self.fsname for c in ", \t\n\\")
+        ):
+            raise ValueError(
+                f"fsname must be ASCII without commas, spaces or backslashes: {self.fsname!r}"
+            )
+        if self.writeback and self.attr_timeout <= 0:
+            raise ValueError(
+                "writeback needs attr_timeout > 0 (else a GETATTR precedes every write)"
+            )
+
+    def fuse_options(self) -> set[str]:
+        """The ``-o`` options given to libfuse (only ones known not to break the mount)."""
+        options = {
+            f"fsname={self.fsname}",
+            f"subtype={SUBTYPE}",
+            "default_permissions",
+            "nosuid",
+            "nodev",
+        }
+        if self.allow_other:
+            options.add("allow_other")
+        if self.read_only:
+            options.add("ro")
+        if self.debug:
+            options.add("debug")
+        return options
+
+
+class Mount:
+    """A live mount: where it is, how it was made, and how many requests of each kind it served.
+
+    ``counters`` maps FUSE operation names (``lookup``, ``getattr``, ``read``, ...) to the number
+    of requests served, plus ``InvalidateEntry``/``InvalidateInode`` for kernel notifications
+    sent because the tree changed through its API.
+    """
+
+    def __init__(self, mountpoint: str, options: MountOptions, tree: PosixFileSystem) -> None:
+        self.mountpoint = mountpoint
+        self.options = options
+        self.tree = tree
+        self.counters: Counter[str] = Counter()
+        self._ops: Operations | None = None
+
+    @property
+    def known_inodes(self) -> int:
+        """How many inodes the mount currently tracks (the root included)."""
+        return 0 if self._ops is None else len(self._ops.inodes)
+
+    @property
+    def open_handles(self) -> int:
+        return 0 if self._ops is None else len(self._ops.handles)
+
+    def __repr__(self) -> str:
+        return f"Mount({self.mountpoint!r})"
+
+
+class _ProcessSession:
+    """The process's single pyfuse3 session (pyfuse3 keeps it in module globals)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.mountpoint: str | None = None
+
+    @contextlib.contextmanager
+    def claim(self, mountpoint: str) -> Iterator[None]:
+        if not self._lock.acquire(blocking=False):
+            raise RuntimeError(
+                f"this process already serves a mount at {self.mountpoint}; pyfuse3 allows one "
+                f"mount per process, so serve {mountpoint} from another process"
+            )
+        self.mountpoint = mountpoint
+        try:
+            yield
+        finally:
+            self.mountpoint = None
+            self._lock.release()
+
+
+# Process-wide because pyfuse3's own session is process-wide.
+_SESSION = _ProcessSession()
+
+
+async def serve(
+    fs: FileSystem,
+    mountpoint: str | os.PathLike[str],
+    options: MountOptions = MountOptions(),
+    *,
+    task_status: trio.TaskStatus[Mount] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Mount ``fs`` at ``mountpoint`` and serve it until cancelled; always unmount on the way out.
+
+    Reports the :class:`Mount` through ``task_status`` once the mount answers requests, so
+    ``mount = await nursery.start(serve, fs, path)`` returns with the mount usable. Returns
+    normally if the mount is removed from outside (``fusermount3 -u``). Raises ``RuntimeError``
+    when this process already serves a mount or the mountpoint holds a live mount, and
+    ``OSError`` when the mountpoint is not a directory.
+    """
+    target = os.path.abspath(os.fspath(mountpoint))  # noqa: ASYNC240 (no I/O: string work)
+    with _SESSION.claim(target):
+        await trio.to_thread.run_sync(_prepare_mountpoint, target)
+        parent_dev = os.stat(target).st_dev
+        tree = vfs.posix_view(fs)
+        mount = Mount(target, options, tree)
+        ops = Operations(
+            tree,
+            attrs=AttrPolicy(
+                uid=os.getuid(),
+                gid=os.getgid(),
+                entry_timeout=options.entry_timeout,
+                attr_timeout=options.attr_timeout,
+                negative_timeout=options.negative_timeout,
+            ),
+            origin=mount,
+            counters=mount.counters,
+            writeback=options.writeback,
+        )
+        mount._ops = ops
+        release_guard = _guard_mountpoint(target)
+        try:
+            _init_session(ops, target, options)
+            try:
+                await _serve_session(ops, fs, mount, parent_dev, task_status)
+            finally:
+                pyfuse3.close(unmount=True)
+        finally:
+            release_guard()
+
+
+@asynccontextmanager
+async def mounted(
+    fs: FileSystem, mountpoint: str | os.PathLike[str], options: MountOptions = MountOptions()
+) -> AsyncIterator[Mount]:
+    """Mount ``fs`` for the duration of an ``async with`` block (trio only).
+
+    Touch the mount from worker threads (``trio.to_thread.run_sync``) or other processes, never
+    with blocking calls on the event loop thread: that thread serves the requests.
+    """
+    async with trio.open_nursery() as nursery:
+        mount: Mount = await nursery.start(serve, fs, mountpoint, options)
+        try:
+            yield mount
+        finally:
+            nursery.cancel_scope.cancel()
+
+
+def _init_session(ops: Operations, target: str, options: MountOptions) -> None:
+    try:
+        pyfuse3.init(ops, target, options.fuse_options())
+    except RuntimeError as error:
+        if "fuse_session_mount" in str(error):
+            pyfuse3.close(unmount=False)  # the session exists; free it
+        raise RuntimeError(f"could not mount {target}: {error}") from error
+
+
+async def _serve_session(
+    ops: Operations,
+    fs: FileSystem,
+    mount: Mount,
+    parent_dev: int,
+    task_status: trio.TaskStatus[Mount],
+) -> None:
+    options = mount.options
+    main_done = trio.Event()
+    # Shielded so that cancelling serve() lets in-flight requests finish (see the docstring).
+    main_scope = trio.CancelScope(shield=True)
+
+    async def run_main() -> None:
+        try:
+            with main_scope:
+                await pyfuse3.main()
+        finally:
+            main_done.set()
+
+    unsubscribe: Callable[[], None] | None = None
+    invalidator: Invalidator | None = None
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(run_main)
+        try:
+            await _wait_until_live(mount.mountpoint, parent_dev, main_done)
+            watchable = mount.tree if isinstance(mount.tree, Watchable) else fs
+            if isinstance(watchable, Watchable):
+                invalidator = Invalidator(
+                    ops.inodes,
+                    mount,
+                    writeback=options.writeback,
+                    timeout=options.invalidation_timeout,
+                    counters=mount.counters,
+                )
+                unsubscribe = watchable.watch(invalidator)
+            task_status.started(mount)
+            await main_done.wait()
+            log.info("%s was unmounted from outside", mount.mountpoint)
+        finally:
+            with trio.CancelScope(shield=True):
+                if unsubscribe is not None:
+                    unsubscribe()
+                if invalidator is not None:
+                    await trio.to_thread.run_sync(invalidator.close, options.shutdown_timeout)
+                if not main_done.is_set():
+                    pyfuse3.terminate()
+                    with trio.move_on_after(options.shutdown_timeout):
+                        await main_done.wait()
+                    if not main_done.is_set():
+                        log.warning("requests still running at shutdown; cancelling them")
+                        main_scope.cancel()
+                        await main_done.wait()
+
+
+async def _wait_until_live(target: str, parent_dev: int, main_done: trio.Event) -> None:
+    """Return once the kernel routes requests for ``target`` to us; raise if the session died."""
+    live = False
+
+    def probe() -> None:
+        os.statvfs(target)  # never answered from a cache
+        if os.stat(target).st_dev == parent_dev:
+            raise RuntimeError(f"{target} did not become a mount")
+
+    async with trio.open_nursery() as nursery:
+
+        async def check() -> None:
+            nonlocal live
+            await trio.to_thread.run_sync(probe, abandon_on_cancel=True)
+            live = True
+            nursery.cancel_scope.cancel()
+
+        async def watch_main() -> None:
+            await main_done.wait()
+            nursery.cancel_scope.cancel()
+
+        nursery.start_soon(check)
+        nursery.start_soon(watch_main)
+    if not live:
+        raise RuntimeError(f"the FUSE session for {target} ended before the mount came up")
+
+
+def _prepare_mountpoint(target: str) -> None:
+    """Clear a dead mount of ours at ``target``; refuse a live one; require a directory."""
+    from . import _registry
+
+    entry = _registry.mount_at(_registry.canonical(target))
+    if entry is not None:
+        health = _registry.probe(target)
+        if health == "dead":
+            log.warning("clearing the stale mount at %s left by a killed daemon", target)
+            _registry.detach(target)
+        elif health in ("live", "hung"):
+            raise RuntimeError(f"{target} is already mounted by a running mountd ({health})")
+    if not os.path.isdir(target):
+        code = errno.ENOTDIR if os.path.exists(target) else errno.ENOENT
+        raise OSError(code, f"mountpoint is not a directory: {target}", target)
+
+
+def _guard_mountpoint(target: str) -> Callable[[], None]:
+    """Tell host-directory layers never to read through ``target``; return the release."""
+    _hostdisk.guard_mountpoint(target)
+    return lambda: _hostdisk.release_mountpoint(target)

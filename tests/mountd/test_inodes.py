@@ -1,0 +1,258 @@
+"""The inode table without a mount: numbering, lookup counts, renames, detached inodes."""
+
+from __future__ import annotations
+
+import hypothesis.strategies as st
+from hypothesis import settings
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+
+from mountd._inodes import ROOT_INODE, InodeTable, Node, child_path
+from vfs import FileInfo
+
+FILE = FileInfo("file", size=3)
+DIR = FileInfo("directory")
+
+
+def test_root_is_inode_1_at_slash() -> None:
+    table = InodeTable()
+    assert table.root.ino == ROOT_INODE == 1
+    assert table.path(table.root) == "/"
+    assert table.resolve("/") is table.root
+    assert table.find(1) is table.root
+    assert len(table) == 1
+
+
+def test_a_path_keeps_its_number_while_the_kernel_holds_it() -> None:
+    table = InodeTable()
+    a = table.remember(table.root, "a", DIR)
+    again = table.remember(table.root, "a", DIR)
+    assert again is a
+    assert a.lookups == 2
+    b = table.remember(a, "b.txt", FILE)
+    assert table.path(b) == "/a/b.txt"
+    assert table.resolve("/a/b.txt") is b
+    assert child_path(table, a, "c") == "/a/c"
+
+
+def test_forget_drops_a_node_and_numbers_are_never_reused() -> None:
+    table = InodeTable()
+    a = table.remember(table.root, "a", FILE)
+    table.forget(a.ino, 1)
+    assert table.find(a.ino) is None
+    assert table.resolve("/a") is None
+    again = table.remember(table.root, "a", FILE)
+    assert again.ino > a.ino
+    assert len(table) == 2
+
+
+def test_a_parent_lives_while_it_has_children() -> None:
+    table = InodeTable()
+    d = table.remember(table.root, "d", DIR)
+    f = table.remember(d, "f", FILE)
+    table.forget(d.ino, 1)  # the kernel may forget a parent before its child
+    assert table.find(d.ino) is d
+    assert table.path(f) == "/d/f"
+    table.forget(f.ino, 1)
+    assert table.find(f.ino) is None
+    assert table.find(d.ino) is None  # dropped in cascade
+    assert len(table) == 1
+
+
+def test_forget_more_than_looked_up_is_clamped_and_unknown_is_ignored() -> None:
+    table = InodeTable()
+    a = table.remember(table.root, "a", FILE)
+    table.forget(a.ino, 5)
+    assert table.find(a.ino) is None
+    table.forget(12345, 1)
+    table.forget(ROOT_INODE, 1)  # the root never goes
+    assert table.find(ROOT_INODE) is table.root
+
+
+def test_rename_moves_the_subtree() -> None:
+    table = InodeTable()
+    d = table.remember(table.root, "d", DIR)
+    sub = table.remember(d, "sub", DIR)
+    leaf = table.remember(sub, "leaf", FILE)
+    e = table.remember(table.root, "e", DIR)
+    table.move(table.root, "d", e, "moved")
+    assert table.path(leaf) == "/e/moved/sub/leaf"
+    assert table.resolve("/d") is None
+    assert table.resolve("/e/moved/sub/leaf") is leaf
+    assert d.ino == table.resolve("/e/moved").ino  # type: ignore[union-attr]
+
+
+def test_rename_over_detaches_the_replaced_node() -> None:
+    table = InodeTable()
+    a = table.remember(table.root, "a", FILE)
+    b = table.remember(table.root, "b", FILE)
+    table.move(table.root, "a", table.root, "b")
+    assert table.resolve("/b") is a
+    assert table.path(b) is None  # detached, but the kernel still holds it
+    assert table.find(b.ino) is b
+    table.forget(b.ino, 1)
+    assert table.find(b.ino) is None
+
+
+def test_exchange_swaps_two_names() -> None:
+    table = InodeTable()
+    d = table.remember(table.root, "d", DIR)
+    f = table.remember(table.root, "f", FILE)
+    inner = table.remember(d, "inner", FILE)
+    table.exchange(table.root, "d", table.root, "f")
+    assert table.resolve("/f") is d
+    assert table.resolve("/d") is f
+    assert table.path(inner) == "/f/inner"
+
+
+def test_exchange_with_an_unknown_name() -> None:
+    table = InodeTable()
+    f = table.remember(table.root, "f", FILE)
+    table.exchange(table.root, "f", table.root, "g")
+    assert table.resolve("/g") is f
+    assert table.resolve("/f") is None
+
+
+def test_an_open_handle_keeps_an_unlinked_node() -> None:
+    table = InodeTable()
+    f = table.remember(table.root, "f", FILE)
+    table.pin(f)
+    table.forget(f.ino, 1)
+    assert table.find(f.ino) is f  # still open
+    detached = table.detach_name(table.root, "f")
+    assert detached is f
+    assert table.path(f) is None
+    assert f.info == FILE  # what getattr on the open descriptor answers
+    table.unpin(f)
+    assert table.find(f.ino) is None
+
+
+def test_a_detached_directory_takes_its_subtree_with_it() -> None:
+    table = InodeTable()
+    d = table.remember(table.root, "d", DIR)
+    leaf = table.remember(d, "leaf", FILE)
+    table.detach(d)
+    assert table.path(leaf) is None
+    assert table.resolve("/d") is None
+    fresh = table.remember(table.root, "d", DIR)
+    assert fresh is not d and fresh.ino > leaf.ino
+    table.forget(d.ino, 1)
+    assert table.find(d.ino) is d  # its child still needs it
+    table.forget(leaf.ino, 1)
+    assert table.find(d.ino) is None and table.find(leaf.ino) is None
+
+
+def test_a_kind_change_gets_a_new_number() -> None:
+    table = InodeTable()
+    a = table.remember(table.root, "a", FILE)
+    b = table.remember(table.root, "a", DIR)
+    assert b is not a and b.ino > a.ino
+    assert table.path(a) is None
+    assert table.find(a.ino) is a  # the kernel still holds the old one
+
+
+def test_readdirplus_entries_count_only_when_accepted() -> None:
+    table = InodeTable()
+    offered = table.child(table.root, "x", FILE)
+    assert offered.lookups == 0
+    table.discard_if_unused(offered)  # the kernel's buffer was full
+    assert table.find(offered.ino) is None
+    taken = table.child(table.root, "y", FILE)
+    table.ref(taken)
+    table.discard_if_unused(taken)
+    assert table.find(taken.ino) is taken
+
+
+class TableMachine(RuleBasedStateMachine):
+    """Random lookups, forgets, opens, renames and unlinks keep the table's invariants."""
+
+    NAMES = st.sampled_from(["a", "b", "c"])
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.table = InodeTable()
+        self.seen: set[int] = {ROOT_INODE}
+        self.max_ino = ROOT_INODE
+        self.pins: list[Node] = []
+
+    def _dirs(self) -> list[Node]:
+        return [n for n in self.table if n.info is None or n.info.kind == "directory"]
+
+    def _attached(self) -> list[Node]:
+        return [n for n in self.table if n is not self.table.root and self.table.is_attached(n)]
+
+    @rule(data=st.data(), name=NAMES, kind=st.sampled_from([FILE, DIR]))
+    def lookup(self, data: st.DataObject, name: str, kind: FileInfo) -> None:
+        parents = [d for d in self._dirs() if self.table.is_attached(d)]
+        parent = data.draw(st.sampled_from(parents))
+        node = self.table.remember(parent, name, kind)
+        if node.ino not in self.seen:
+            assert node.ino > self.max_ino, "inode numbers are never reused"
+            self.seen.add(node.ino)
+            self.max_ino = node.ino
+
+    @rule(data=st.data())
+    def forget(self, data: st.DataObject) -> None:
+        held = [n for n in self.table if n.lookups > 0 and n is not self.table.root]
+        if held:
+            node = data.draw(st.sampled_from(held))
+            self.table.forget(node.ino, data.draw(st.integers(1, node.lookups)))
+
+    @rule(data=st.data())
+    def open_close(self, data: st.DataObject) -> None:
+        if self.pins and data.draw(st.booleans()):
+            self.table.unpin(self.pins.pop())
+            return
+        held = [n for n in self.table if n.lookups > 0 and n is not self.table.root]
+        if held:
+            node = data.draw(st.sampled_from(held))
+            self.table.pin(node)
+            self.pins.append(node)
+
+    @rule(data=st.data(), name=NAMES)
+    def rename(self, data: st.DataObject, name: str) -> None:
+        nodes = self._attached()
+        if not nodes:
+            return
+        node = data.draw(st.sampled_from(nodes))
+        targets = [d for d in self._dirs() if self.table.is_attached(d)]
+        target = data.draw(st.sampled_from(targets))
+        # A directory cannot move into itself (the tree refuses that rename).
+        probe: Node | None = target
+        while probe is not None:
+            if probe is node:
+                return
+            probe = probe.parent
+        assert node.parent is not None
+        self.table.move(node.parent, node.name, target, name)
+        assert self.table.resolve(self.table.path(node) or "") is node
+
+    @rule(data=st.data())
+    def unlink(self, data: st.DataObject) -> None:
+        nodes = self._attached()
+        if nodes:
+            node = data.draw(st.sampled_from(nodes))
+            assert node.parent is not None
+            self.table.detach_name(node.parent, node.name)
+            assert self.table.path(node) is None
+
+    @invariant()
+    def nodes_live_only_while_needed(self) -> None:
+        for node in self.table:
+            if node is self.table.root:
+                continue
+            assert node.lookups > 0 or node.opens > 0 or node.children, node
+            path = self.table.path(node)
+            if path is not None:
+                assert self.table.resolve(path) is node
+            for name, child in node.children.items():
+                assert child.parent is node and child.name == name
+                assert self.table.find(child.ino) is child
+
+    @invariant()
+    def held_nodes_are_never_dropped(self) -> None:
+        for node in self.pins:
+            assert self.table.find(node.ino) is node
+
+
+TableMachine.TestCase.settings = settings(max_examples=60, stateful_step_count=30, deadline=None)
+test_table_machine = TableMachine.TestCase
