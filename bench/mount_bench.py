@@ -706,7 +706,7 @@ def print_report(results: Results, targets: list[str], reps: int) -> dict[str, A
                 s = good[-1]
                 n = sum(s.requests.values())
                 per = f"{s.daemon_cpu / n * 1e6:.0f} us/req" if n else "-"
-                top = ", ".join(f"{op} {c}" for op, c in list(s.requests.items())[:6])
+                top = ", ".join(f"{op} {c}" for op, c in list(s.requests.items())[:8])
                 print(
                     f"  {phase:17} {name:5} {n:8d} req  cpu {fmt_seconds(s.daemon_cpu):>9}  {per:>11}  {top}"
                 )
