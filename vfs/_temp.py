@@ -648,10 +648,11 @@ class TempFileSystem:
             raise PathError(src, errno=errno.EINVAL)
         if src == ROOT or dst == ROOT:
             raise PathError(ROOT, errno=errno.EBUSY)
+        # Both parents resolve before the source must exist, as in Linux's renameat2.
         src_dir, src_name, node = self._lookup(src, False)
+        dst_dir, dst_name, victim = self._lookup(dst, False)
         if node is None:
             raise FileNotFoundError(src)
-        dst_dir, dst_name, victim = self._lookup(dst, False)
         if victim is not None and noreplace:
             raise FileExistsError(dst)
         if victim is None and exchange:
@@ -782,6 +783,8 @@ class TempOpenFile:
     async def write(self, offset: int, data: bytes) -> int:
         if offset < 0:
             raise PathError(self._path, errno=errno.EINVAL)
+        if not data:
+            return 0  # no effect at all, not even on mtime (as tmpfs)
         node = self._node
         buffer = node.data
         length = len(buffer)
