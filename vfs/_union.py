@@ -1,9 +1,661 @@
-"""Placeholder: being written."""
+"""``union_fs``: trees mounted at path prefixes of one namespace.
+
+Theory of operation
+-------------------
+Each mount is a tree rooted at ``/`` placed at a prefix. A path belongs to the mount with the
+longest prefix that covers it by whole segment (``/agent`` covers ``/agent/x``, not
+``/agent-tools``): the union strips that prefix on the way in and adds it back to every path it
+yields and every error it raises. Resolution walks the path's ancestors from the longest down to
+``/`` against a dict of prefixes, so it costs a few dict lookups whatever the number of mounts.
+Everything that depends only on the mount table (the synthesized directories, which mounts lie
+beneath which directory) is computed once, in the constructor.
+
+Synthesized directories: every mount point and every ancestor of one is a directory of the union,
+even where the covering tree has nothing (or a file) there. ``stat`` answers the covering tree's
+own directory when it has one, else a directory owned by this process (mode ``0o755``). ``list``
+adds the synthesized directories that are direct children of the listed path, and they win over
+the covering tree's entry of the same name, because that name resolves to the deeper mount.
+
+Walk verbs: ``list`` and ``glob`` merge sorted child streams (``merge_sorted``) and keep one entry
+per path (``unique_by_path``); nothing is re-sorted. A child's entries that a deeper mount shadows
+(the ``/tmp`` of an authored root under ``{"/": authored, "/tmp": scratch}``) never appear. ``glob``
+with no mount beneath ``dir`` is the covering child's own ``glob``; otherwise it merges that glob
+(shadowed paths dropped), the synthesized directories that match, and a pruned walk of each mount
+beneath ``dir``. ``grep``/``search`` keep every hit: they fan out to the covering mount and to every
+mount beneath the searched path, push ``max_results`` down to each, merge, and cap again; hits in
+files that a deeper mount shadows are dropped (what ``read`` would not return is not reported),
+with :func:`vfs._pushdown.refilled` keeping the pushdown exact.
+
+Errors: a child's :class:`PathError` is re-raised with the union path (``error.with_path``), also
+when it is raised lazily inside an iterator. Other ``OSError``s whose ``filename`` is an absolute
+path get that filename re-prefixed (in place). Anything else is re-raised unchanged, with a note
+naming the mount (the message cannot be rewritten safely without knowing its format).
+
+POSIX: each operation goes to :func:`posix_view` of the covering mount (so an eight-verb child
+still mounts). A rename across mounts raises ``CrossMountError`` (``EXDEV``: ``mv`` then copies).
+Mount points and the directories above them cannot be removed or renamed (``EBUSY``); ``mkdir``
+of one is ``FileExistsError``.
+
+Changes: the first ``watch`` subscribes the union to every watchable child (once, for the life of
+the union); a child's change is re-prefixed and forwarded with :meth:`Observers.notify`, keeping
+its origin. Changes under a path a deeper mount shadows are dropped.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import errno
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
+from time import time_ns
+from typing import NoReturn, TypeVar
+
+from ._errors import (
+    CrossMountError,
+    DirectoryNotEmptyError,
+    FileExistsError,
+    IsADirectoryError,
+    NoMountError,
+    PathError,
+)
+from ._match import GlobPlan, compile_glob, compile_grep, compile_grep_glob
+from ._merge import grep_key, merge_sorted, path_key, search_key, take, unique_by_path
+from ._paths import (
+    ROOT,
+    add_prefix,
+    is_strictly_under,
+    normalize_path,
+    parent_path,
+    relative_to,
+    strip_prefix,
+)
+from ._posix_view import posix_view
+from ._pushdown import aclose, refilled, relay
+from ._types import (
+    MISSING,
+    Change,
+    ChangeCallback,
+    DirEntry,
+    FileInfo,
+    FileSystem,
+    GrepQuery,
+    GrepResult,
+    OpenFile,
+    PosixFileSystem,
+    SearchQuery,
+    SearchResult,
+    Watchable,
+)
+from ._walk import walk
+from ._watch import Observers
+
+T = TypeVar("T")
 
 
-def union_fs(*args: Any, **kwargs: Any) -> Any:
-    raise NotImplementedError("union_fs")
+def union_fs(mounts: Mapping[str, FileSystem]) -> UnionFileSystem:
+    """Compose ``mounts`` (prefix -> tree rooted at ``/``) into one namespace.
+
+    Prefixes are normalized; two that normalize alike raise ``ValueError``. The result implements
+    :class:`FileSystem`, :class:`PosixFileSystem` and :class:`Watchable`.
+    """
+    return UnionFileSystem(mounts)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class _Mount:
+    prefix: str
+    fs: FileSystem
+    view: PosixFileSystem
+    nested: bool  # another mount lies strictly beneath this one
+
+
+def _child_path(path: object) -> str:
+    text = str(path) if path is not None else ""
+    return text if text.startswith("/") else "/" + text
+
+
+def _rethrow(error: Exception, prefix: str) -> NoReturn:
+    """Raise ``error`` (a child's) as the union's: its path moved under ``prefix``."""
+    if prefix != ROOT:
+        if isinstance(error, PathError):
+            moved = error.with_path(add_prefix(_child_path(error.path), prefix))
+            raise moved.with_traceback(error.__traceback__) from None
+        if isinstance(error, OSError) and isinstance(error.filename, str):
+            if error.filename.startswith("/"):
+                error.filename = add_prefix(error.filename, prefix)
+                if isinstance(error.filename2, str) and error.filename2.startswith("/"):
+                    error.filename2 = add_prefix(error.filename2, prefix)
+        else:
+            add_note = getattr(error, "add_note", None)  # Python >= 3.11
+            if add_note is not None:
+                add_note(f"(raised by the tree mounted at {prefix})")
+    raise error
+
+
+async def _guarded(prefix: str, awaitable: Awaitable[T]) -> T:
+    try:
+        return await awaitable
+    except Exception as error:
+        _rethrow(error, prefix)
+
+
+def _move_entry(entry: DirEntry, prefix: str) -> DirEntry:
+    return DirEntry(add_prefix(entry.path, prefix), entry.kind)
+
+
+def _move_hit(hit: GrepResult, prefix: str) -> GrepResult:
+    return GrepResult(add_prefix(hit.path, prefix), hit.line_number, hit.line)
+
+
+def _move_result(result: SearchResult, prefix: str) -> SearchResult:
+    return SearchResult(add_prefix(result.path, prefix), result.score, result.snippet)
+
+
+async def _prefixed(
+    source: AsyncIterator[T], prefix: str, move: Callable[[T, str], T]
+) -> AsyncIterator[T]:
+    """A child's stream with paths and errors moved under ``prefix``."""
+    try:
+        async for item in source:
+            yield move(item, prefix)
+    except Exception as error:
+        _rethrow(error, prefix)
+    finally:
+        await aclose(source)
+
+
+async def _directories(paths: Iterable[str]) -> AsyncIterator[DirEntry]:
+    for path in paths:
+        yield DirEntry(path, "directory")
+
+
+def _merged_unique(sources: list[AsyncIterator[DirEntry]]) -> AsyncIterator[DirEntry]:
+    """One entry per path, the earlier source winning (``merge_sorted`` keeps source order)."""
+    merged = merge_sorted(sources, path_key)
+    return relay(unique_by_path(merged), merged)
+
+
+async def _filtered(
+    source: AsyncIterator[DirEntry], keep: Callable[[DirEntry], bool]
+) -> AsyncIterator[DirEntry]:
+    try:
+        async for entry in source:
+            if keep(entry):
+                yield entry
+    finally:
+        await aclose(source)
+
+
+class UnionFileSystem:
+    """Trees mounted at prefixes (see the module docstring)."""
+
+    __slots__ = (
+        "_beneath",
+        "_by_prefix",
+        "_dir",
+        "_longest",
+        "_mounts",
+        "_observers",
+        "_subscribed",
+        "_synth_children",
+        "_synthesized",
+    )
+
+    def __init__(self, mounts: Mapping[str, FileSystem]) -> None:
+        prefixes: dict[str, FileSystem] = {}
+        for raw, fs in mounts.items():
+            prefix = normalize_path(raw)
+            if prefix in prefixes:
+                raise ValueError(f"duplicate mount: {prefix}")
+            prefixes[prefix] = fs
+        views: dict[int, PosixFileSystem] = {}  # one view per tree mounted several times
+        self._mounts: tuple[_Mount, ...] = tuple(
+            _Mount(
+                prefix,
+                fs,
+                views.setdefault(id(fs), posix_view(fs)),
+                any(is_strictly_under(other, prefix) for other in prefixes),
+            )
+            for prefix, fs in prefixes.items()
+        )
+        self._by_prefix = {mount.prefix: mount for mount in self._mounts}
+        self._longest = max((len(prefix) for prefix in prefixes), default=0)
+        # Synthesized directories: "/", the mount points and their ancestors.
+        synthesized = {ROOT}
+        children: dict[str, set[str]] = {}
+        for prefix in prefixes:
+            probe = prefix
+            while probe != ROOT:
+                synthesized.add(probe)
+                children.setdefault(parent_path(probe), set()).add(probe)
+                probe = parent_path(probe)
+        self._synthesized = frozenset(synthesized)
+        self._synth_children = {path: tuple(sorted(kids)) for path, kids in children.items()}
+        self._beneath = {
+            path: tuple(
+                sorted(
+                    (m for m in self._mounts if is_strictly_under(m.prefix, path)),
+                    key=lambda m: m.prefix,
+                )
+            )
+            for path in synthesized
+        }
+        now = time_ns()
+        self._dir = FileInfo(
+            "directory",
+            mode=0o755,
+            mtime_ns=now,
+            uid=os.getuid(),
+            gid=os.getgid(),
+            atime_ns=now,
+            ctime_ns=now,
+            nlink=2,
+        )
+        self._observers = Observers()
+        self._subscribed = False
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{m.prefix!r}: {m.fs!r}" for m in self._mounts)
+        return f"union_fs({{{inner}}})"
+
+    @property
+    def mounts(self) -> dict[str, FileSystem]:
+        """The mount table, prefix -> tree, in priority order."""
+        return {mount.prefix: mount.fs for mount in self._mounts}
+
+    def _resolve(self, path: str) -> _Mount | None:
+        """The mount covering a normalized path: the longest prefix, by whole segment."""
+        get = self._by_prefix.get
+        probe = path
+        while True:
+            if len(probe) <= self._longest:
+                mount = get(probe)
+                if mount is not None:
+                    return mount
+            if probe == ROOT:
+                return None
+            probe = probe[: probe.rindex("/")] or ROOT
+
+    def _covering(self, path: str) -> _Mount:
+        mount = self._resolve(path)
+        if mount is None:
+            raise NoMountError(path)
+        return mount
+
+    def _busy(self, path: str) -> None:
+        if path in self._by_prefix:
+            raise PathError(path, errno=errno.EBUSY)
+
+    def _stream(
+        self, mount: _Mount, source: AsyncIterator[T], move: Callable[[T, str], T]
+    ) -> AsyncIterator[T]:
+        if mount.prefix == ROOT:
+            return source
+        return _prefixed(source, mount.prefix, move)
+
+    # The eight verbs.
+
+    # Iterator verbs are plain functions returning one stream (arguments are checked at the
+    # call): every stream they build is closed by the one returned, never left to the GC.
+
+    def list(self, prefix: str = ROOT) -> AsyncIterator[DirEntry]:
+        path = normalize_path(prefix)
+        mount = self._resolve(path)
+        synthesized = _directories(self._synth_children.get(path, ()))
+        if mount is None:
+            return synthesized
+        child = strip_prefix(path, mount.prefix)
+        own = self._stream(mount, mount.view.list(child), _move_entry)
+        if path not in self._synth_children:
+            return own
+        return _merged_unique([synthesized, own])
+
+    async def stat(self, path: str) -> FileInfo:
+        return await self._stat(normalize_path(path), follow=True)
+
+    async def _stat(self, path: str, *, follow: bool) -> FileInfo:
+        mount = self._resolve(path)
+        if mount is None:
+            return self._dir if path in self._synthesized else MISSING
+        child = strip_prefix(path, mount.prefix)
+        view = mount.view
+        info = await _guarded(mount.prefix, view.stat(child) if follow else view.lstat(child))
+        if info.kind != "directory" and path in self._synthesized:
+            return self._dir
+        return info
+
+    def glob(self, pattern: str, dir: str = ROOT) -> AsyncIterator[DirEntry]:
+        directory = normalize_path(dir)
+        mount = self._resolve(directory)
+        beneath = self._beneath.get(directory, ())
+        if not beneath:
+            if mount is None:
+                return _directories(())
+            child = strip_prefix(directory, mount.prefix)
+            return self._stream(mount, mount.view.glob(pattern, child), _move_entry)
+        plan = compile_glob(pattern)
+        sources: list[AsyncIterator[DirEntry]] = []
+        if mount is not None:
+            child = strip_prefix(directory, mount.prefix)
+            own = self._stream(mount, mount.view.glob(pattern, child), _move_entry)
+            sources.append(self._owned(own, mount))
+        matching = sorted(
+            path
+            for path in self._synthesized
+            if is_strictly_under(path, directory) and plan.match(relative_to(path, directory))
+        )
+        sources.append(_directories(matching))
+        sources.extend(self._glob_mount(other, plan, directory) for other in beneath)
+        return _merged_unique(sources)
+
+    def _owned(self, source: AsyncIterator[DirEntry], mount: _Mount) -> AsyncIterator[DirEntry]:
+        """Entries of ``mount`` that are really its own (not shadowed, not synthesized)."""
+        return _filtered(source, lambda entry: self._owns(mount, entry.path))
+
+    def _glob_mount(self, mount: _Mount, plan: GlobPlan, directory: str) -> AsyncIterator[DirEntry]:
+        """Entries strictly beneath ``mount``'s point matching ``plan`` relative to ``directory``."""
+        steps = relative_to(mount.prefix, directory).split("/")
+        literal = plan.literal_prefix
+        shared = min(len(steps), len(literal))
+        if tuple(steps[:shared]) != literal[:shared]:
+            return _directories(())
+        start = "/" + "/".join(literal[len(steps) :])
+        depth = None
+        if plan.max_depth is not None:
+            depth = plan.max_depth - max(len(steps), len(literal))
+            if depth <= 0:
+                return _directories(())
+        source = self._stream(mount, walk(mount.view, start, depth), _move_entry)
+        return _filtered(
+            source,
+            lambda entry: (
+                self._owns(mount, entry.path) and plan.match(relative_to(entry.path, directory))
+            ),
+        )
+
+    async def read(self, path: str) -> str | bytes:
+        path = normalize_path(path)
+        mount = self._covering(path)
+        if path in self._synthesized:
+            raise IsADirectoryError(path)
+        return await _guarded(mount.prefix, mount.view.read(strip_prefix(path, mount.prefix)))
+
+    def grep(self, query: GrepQuery) -> AsyncIterator[GrepResult]:
+        path = normalize_path(query.path)
+        compile_grep(query.pattern, case_insensitive=query.case_insensitive, path=path)
+        cap = query.max_results
+        sources: list[AsyncIterator[GrepResult]] = []
+        mount = self._resolve(path)
+        beneath = self._beneath.get(path, ())
+        if mount is not None:
+            own = replace(query, path=strip_prefix(path, mount.prefix))
+            sources.append(self._grep_mount(mount, own, bool(beneath), None, path))
+        if beneath:
+            pattern = query.glob
+            # A glob with a slash is relative to the grep path: the children cannot apply it.
+            with_slash = pattern is not None and "/" in pattern.strip("/")
+            file_filter = compile_grep_glob(pattern) if with_slash else None
+            for other in beneath:
+                child = replace(query, path=ROOT, glob=None if with_slash else pattern)
+                sources.append(self._grep_mount(other, child, other.nested, file_filter, path))
+        merged = merge_sorted(sources, grep_key)
+        return relay(take(merged, cap), merged)
+
+    def _grep_mount(
+        self,
+        mount: _Mount,
+        query: GrepQuery,
+        shadowed: bool,
+        file_filter: Callable[[str], bool] | None,
+        root: str,
+    ) -> AsyncIterator[GrepResult]:
+        def run(limit: int | None) -> AsyncIterator[GrepResult]:
+            source = mount.view.grep(replace(query, max_results=limit))
+            return self._stream(mount, source, _move_hit)
+
+        if not shadowed and file_filter is None:
+            return run(query.max_results)
+
+        async def keep(hit: GrepResult) -> bool:
+            if shadowed and not self._owns(mount, hit.path):
+                return False
+            return file_filter is None or file_filter(relative_to(hit.path, root))
+
+        return refilled(run, query.max_results, keep)
+
+    def _owns(self, mount: _Mount, path: str) -> bool:
+        return path not in self._synthesized and self._resolve(path) is mount
+
+    async def write(self, path: str, contents: str | bytes) -> None:
+        path = normalize_path(path)
+        mount = self._covering(path)
+        if path in self._synthesized:
+            raise IsADirectoryError(path)
+        child = strip_prefix(path, mount.prefix)
+        await _guarded(mount.prefix, mount.view.write(child, contents))
+
+    async def delete(self, path: str) -> None:
+        path = normalize_path(path)
+        mount = self._covering(path)
+        self._busy(path)
+        if path in self._synthesized:
+            raise DirectoryNotEmptyError(path)
+        await _guarded(mount.prefix, mount.view.delete(strip_prefix(path, mount.prefix)))
+
+    def search(self, query: SearchQuery) -> AsyncIterator[SearchResult]:
+        path = normalize_path(query.path)
+        cap = query.max_results
+        sources: list[AsyncIterator[SearchResult]] = []
+        mount = self._resolve(path)
+        beneath = self._beneath.get(path, ())
+        if mount is not None:
+            own = replace(query, path=strip_prefix(path, mount.prefix))
+            sources.append(self._search_mount(mount, own, bool(beneath)))
+        for other in beneath:
+            sources.append(self._search_mount(other, replace(query, path=ROOT), other.nested))
+        merged = merge_sorted(sources, search_key)
+        return relay(take(merged, cap), merged)
+
+    def _search_mount(
+        self, mount: _Mount, query: SearchQuery, shadowed: bool
+    ) -> AsyncIterator[SearchResult]:
+        def run(limit: int | None) -> AsyncIterator[SearchResult]:
+            source = mount.view.search(replace(query, max_results=limit))
+            return self._stream(mount, source, _move_result)
+
+        if not shadowed:
+            return run(query.max_results)
+
+        async def keep(result: SearchResult) -> bool:
+            return self._owns(mount, result.path)
+
+        return refilled(run, query.max_results, keep)
+
+    # The POSIX extension.
+
+    async def lstat(self, path: str) -> FileInfo:
+        return await self._stat(normalize_path(path), follow=False)
+
+    async def open(
+        self,
+        path: str,
+        *,
+        create: bool = False,
+        exclusive: bool = False,
+        truncate: bool = False,
+        mode: int = 0o644,
+        uid: int | None = None,
+        gid: int | None = None,
+    ) -> OpenFile:
+        path = normalize_path(path)
+        mount = self._covering(path)
+        if path in self._synthesized:
+            raise IsADirectoryError(path)
+        opened = mount.view.open(
+            strip_prefix(path, mount.prefix),
+            create=create,
+            exclusive=exclusive,
+            truncate=truncate,
+            mode=mode,
+            uid=uid,
+            gid=gid,
+        )
+        handle = await _guarded(mount.prefix, opened)
+        return handle if mount.prefix == ROOT else _PrefixedFile(handle, mount.prefix)
+
+    async def mkdir(
+        self, path: str, mode: int = 0o755, *, uid: int | None = None, gid: int | None = None
+    ) -> None:
+        path = normalize_path(path)
+        if path in self._synthesized:
+            raise FileExistsError(path)
+        mount = self._covering(path)
+        child = strip_prefix(path, mount.prefix)
+        await _guarded(mount.prefix, mount.view.mkdir(child, mode, uid=uid, gid=gid))
+
+    async def rmdir(self, path: str) -> None:
+        path = normalize_path(path)
+        self._busy(path)
+        if path in self._synthesized:
+            raise DirectoryNotEmptyError(path)
+        mount = self._covering(path)
+        await _guarded(mount.prefix, mount.view.rmdir(strip_prefix(path, mount.prefix)))
+
+    async def unlink(self, path: str) -> None:
+        path = normalize_path(path)
+        self._busy(path)
+        if path in self._synthesized:
+            raise IsADirectoryError(path)
+        mount = self._covering(path)
+        await _guarded(mount.prefix, mount.view.unlink(strip_prefix(path, mount.prefix)))
+
+    async def rename(
+        self, src: str, dst: str, *, noreplace: bool = False, exchange: bool = False
+    ) -> None:
+        src = normalize_path(src)
+        dst = normalize_path(dst)
+        for path in (src, dst):
+            if path in self._synthesized:
+                raise PathError(path, errno=errno.EBUSY)  # a mount point, or holds one
+        mount = self._covering(src)
+        if self._covering(dst) is not mount:
+            raise CrossMountError(src)
+        renamed = mount.view.rename(
+            strip_prefix(src, mount.prefix),
+            strip_prefix(dst, mount.prefix),
+            noreplace=noreplace,
+            exchange=exchange,
+        )
+        await _guarded(mount.prefix, renamed)
+
+    async def setattr(
+        self,
+        path: str,
+        *,
+        size: int | None = None,
+        mode: int | None = None,
+        uid: int | None = None,
+        gid: int | None = None,
+        atime_ns: int | None = None,
+        mtime_ns: int | None = None,
+    ) -> FileInfo:
+        path = normalize_path(path)
+        if path in self._synthesized:
+            info = await self._stat(path, follow=False)
+            if info is self._dir:  # nothing behind it to change: accepted and ignored
+                if size is not None:
+                    raise IsADirectoryError(path)
+                return info
+        mount = self._covering(path)
+        changed = mount.view.setattr(
+            strip_prefix(path, mount.prefix),
+            size=size,
+            mode=mode,
+            uid=uid,
+            gid=gid,
+            atime_ns=atime_ns,
+            mtime_ns=mtime_ns,
+        )
+        return await _guarded(mount.prefix, changed)
+
+    async def symlink(
+        self, path: str, target: str, *, uid: int | None = None, gid: int | None = None
+    ) -> None:
+        path = normalize_path(path)
+        if path in self._synthesized:
+            raise FileExistsError(path)
+        mount = self._covering(path)
+        child = strip_prefix(path, mount.prefix)
+        await _guarded(mount.prefix, mount.view.symlink(child, target, uid=uid, gid=gid))
+
+    async def readlink(self, path: str) -> str:
+        path = normalize_path(path)
+        if path in self._synthesized:
+            raise PathError(path, errno=errno.EINVAL)
+        mount = self._covering(path)
+        return await _guarded(mount.prefix, mount.view.readlink(strip_prefix(path, mount.prefix)))
+
+    # Changes.
+
+    def watch(self, callback: ChangeCallback) -> Callable[[], None]:
+        if not self._subscribed:
+            self._subscribed = True
+            for mount in self._mounts:
+                if isinstance(mount.view, Watchable):
+                    mount.view.watch(self._forwarder(mount))
+        return self._observers.subscribe(callback)
+
+    def _forwarder(self, mount: _Mount) -> ChangeCallback:
+        def forward(change: Change) -> Awaitable[None] | None:
+            path = add_prefix(change.path, mount.prefix)
+            if self._resolve(path) is not mount:
+                return None  # a deeper mount shadows it
+            return self._observers.notify(Change(path, change.kind, change.origin))
+
+        return forward
+
+
+class _PrefixedFile:
+    """An open file of a child mounted below ``/``: its errors name union paths."""
+
+    __slots__ = ("_file", "_prefix")
+
+    def __init__(self, file: OpenFile, prefix: str) -> None:
+        self._file = file
+        self._prefix = prefix
+
+    async def read(self, offset: int, size: int) -> bytes:
+        try:
+            return await self._file.read(offset, size)
+        except Exception as error:
+            _rethrow(error, self._prefix)
+
+    async def write(self, offset: int, data: bytes) -> int:
+        try:
+            return await self._file.write(offset, data)
+        except Exception as error:
+            _rethrow(error, self._prefix)
+
+    async def truncate(self, size: int) -> None:
+        try:
+            await self._file.truncate(size)
+        except Exception as error:
+            _rethrow(error, self._prefix)
+
+    async def flush(self) -> None:
+        try:
+            await self._file.flush()
+        except Exception as error:
+            _rethrow(error, self._prefix)
+
+    async def fsync(self, datasync: bool = False) -> None:
+        try:
+            await self._file.fsync(datasync)
+        except Exception as error:
+            _rethrow(error, self._prefix)
+
+    async def close(self) -> None:
+        try:
+            await self._file.close()
+        except Exception as error:
+            _rethrow(error, self._prefix)

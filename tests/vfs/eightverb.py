@@ -7,20 +7,36 @@ how often the query occurs in it) so search fan-out can be tested, and instrumen
 need to see: the caps pushed down to ``grep``/``search``, how many hits it produced, what type of
 contents ``write`` received, and a ``failure`` that every verb raises (a backend that is down).
 
+Its ``grep`` is native (not ``grep_tree``) so the hits it produces can be counted exactly.
+
 ``run(backend, fn)`` runs an async test body under ``"trio"`` or ``"asyncio"``.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 
 import anyio
 
 import vfs
 from vfs._content import decode_contents, encode_contents
-from vfs._paths import is_strictly_under, is_under, join_path, normalize_path, split_path
+from vfs._match import compile_grep, compile_grep_glob, grep_lines
+from vfs._paths import (
+    is_strictly_under,
+    is_under,
+    join_path,
+    normalize_path,
+    relative_to,
+    split_path,
+)
 
 BACKENDS = ("trio", "asyncio")
+
+
+def exactly(message: str) -> str:
+    """A ``pytest.raises(match=)`` pattern for exactly ``message``."""
+    return "^" + re.escape(message) + "$"
 
 
 def run(backend: str, fn: Callable[[], Awaitable[None]]) -> None:
@@ -101,9 +117,24 @@ class EightVerbTree:
     async def grep(self, query: vfs.GrepQuery) -> AsyncIterator[vfs.GrepResult]:
         self._check()
         self.grep_caps.append(query.max_results)
-        async for hit in vfs.grep_tree(self, query):
-            self.hits_produced += 1
-            yield hit
+        root = normalize_path(query.path)
+        regex = compile_grep(query.pattern, case_insensitive=query.case_insensitive, path=root)
+        file_filter = compile_grep_glob(query.glob)
+        count = 0
+        for path in sorted(self.files):
+            if not is_under(path, root):
+                continue
+            rel = path.rsplit("/", 1)[-1] if path == root else relative_to(path, root)
+            if file_filter is not None and not file_filter(rel):
+                continue
+            text = self.files[path].decode("utf-8", "replace")
+            for number, line in grep_lines(text, regex):
+                if query.max_results is not None and count >= query.max_results:
+                    return
+                count += 1
+                self.hits_produced += 1
+                self._check()
+                yield vfs.GrepResult(path, number, line)
 
     async def write(self, path: str, contents: str | bytes) -> None:
         self._check()

@@ -1,0 +1,358 @@
+"""union_fs: longest-prefix composition of trees mounted at path prefixes."""
+
+from __future__ import annotations
+
+import errno
+import os
+from collections.abc import Awaitable
+
+import pytest
+
+import vfs
+
+from .eightverb import BACKENDS, EightVerbTree, collect, exactly, paths, run
+
+pytestmark = pytest.mark.parametrize("backend", BACKENDS)
+
+
+def test_resolution_strips_and_re_prefixes(backend: str) -> None:
+    async def main() -> None:
+        agent = EightVerbTree({"/a.txt": "agent"})
+        tools = vfs.temp_fs({"/a.txt": "tools"})
+        root = EightVerbTree({"/top.txt": "top"})
+        union = vfs.union_fs({"/": root, "/agent": agent, "/agent-tools": tools})
+        assert await union.read("/agent/a.txt") == "agent"
+        assert await union.read("/agent-tools/a.txt") == "tools"
+        assert await union.read("/top.txt") == "top"
+        await union.write("/agent/new/b.txt", "b")
+        assert agent.files["/new/b.txt"] == b"b"
+        await union.write("/agent-toolsx/c.txt", "c")  # not /agent-tools: the root mount
+        assert root.files["/agent-toolsx/c.txt"] == b"c"
+        assert await paths(union.list("/agent")) == ["/agent/a.txt", "/agent/new"]
+        assert await paths(union.list("/")) == [
+            "/agent",
+            "/agent-tools",
+            "/agent-toolsx",
+            "/top.txt",
+        ]
+        assert await paths(union.glob("*.txt", "/agent")) == ["/agent/a.txt"]
+        await union.delete("/agent/a.txt")
+        assert "/a.txt" not in agent.files
+        assert (await union.stat("/agent-tools/a.txt")).kind == "file"
+
+    run(backend, main)
+
+
+def test_no_mount(backend: str) -> None:
+    async def main() -> None:
+        union = vfs.union_fs({"/repo": EightVerbTree({"/a": "x"})})
+        with pytest.raises(vfs.NoMountError, match=exactly("no mount for path: /x")):
+            await union.read("/x")
+        with pytest.raises(vfs.NoMountError, match=exactly("no mount for path: /x")):
+            await union.write("/x", "data")
+        with pytest.raises(vfs.NoMountError, match=exactly("no mount for path: /x")):
+            await union.delete("/x")
+        with pytest.raises(vfs.NoMountError, match=exactly("no mount for path: /x")):
+            await union.open("/x", create=True)
+        assert (await union.stat("/x")).kind == "missing"
+        assert await collect(union.list("/x")) == []
+        assert await collect(union.glob("**", "/x")) == []
+        assert await collect(union.grep(vfs.GrepQuery("x", path="/x"))) == []
+        assert await collect(union.search(vfs.SearchQuery("x", path="/x"))) == []
+        assert await paths(union.glob("**")) == ["/repo", "/repo/a"]
+        empty = vfs.union_fs({})
+        assert (await empty.stat("/")).kind == "directory"
+        assert await collect(empty.list("/")) == []
+
+    run(backend, main)
+
+
+def test_synthesized_directories(backend: str) -> None:
+    async def main() -> None:
+        union = vfs.union_fs({"/": EightVerbTree({"/a": "file"}), "/a/b": EightVerbTree()})
+        info = await union.lstat("/a")  # a file in the covering tree: synthesized
+        assert (info.kind, info.mode) == ("directory", 0o755)
+        assert (info.uid, info.gid) == (os.getuid(), os.getgid())
+        assert (await union.stat("/a")).kind == "directory"
+        assert (await union.stat("/a/b")).kind == "directory"  # the child's own root
+        assert await collect(union.list("/")) == [vfs.DirEntry("/a", "directory")]
+        assert await collect(union.list("/a")) == [vfs.DirEntry("/a/b", "directory")]
+        assert await collect(union.list("/a/b")) == []
+        with pytest.raises(vfs.IsADirectoryError, match=exactly("is a directory: /a")):
+            await union.read("/a")
+        with pytest.raises(vfs.IsADirectoryError, match=exactly("is a directory: /a/b")):
+            await union.write("/a/b", "x")
+        repo = vfs.temp_fs({"/x": "1"})
+        union = vfs.union_fs({"/repo": repo})
+        assert await union.stat("/repo") == await repo.stat("/")  # a real directory wins
+        assert await collect(union.list("/")) == [vfs.DirEntry("/repo", "directory")]
+
+    run(backend, main)
+
+
+def test_deeper_mount_shadows_list_glob_and_grep(backend: str) -> None:
+    async def main() -> None:
+        authored = EightVerbTree({"/tmp/old.txt": "hit", "/a.txt": "hit", "/tmp2/x": "hit"})
+        scratch = vfs.temp_fs({"/new.txt": "hit"})
+        union = vfs.union_fs({"/": authored, "/tmp": scratch})
+        assert await paths(union.list("/tmp")) == ["/tmp/new.txt"]
+        assert await collect(union.list("/")) == [
+            vfs.DirEntry("/a.txt", "file"),
+            vfs.DirEntry("/tmp", "directory"),
+            vfs.DirEntry("/tmp2", "directory"),
+        ]
+        everything = ["/a.txt", "/tmp", "/tmp/new.txt", "/tmp2", "/tmp2/x"]
+        assert await paths(union.glob("**")) == everything
+        assert await paths(vfs.glob_tree(union, "**")) == everything
+        assert await paths(union.glob("*/*")) == ["/tmp/new.txt", "/tmp2/x"]
+        assert await paths(union.glob("tmp/*")) == ["/tmp/new.txt"]
+        assert await paths(union.glob("t*")) == ["/tmp", "/tmp2"]
+        hits = await collect(union.grep(vfs.GrepQuery("hit")))
+        assert [h.path for h in hits] == ["/a.txt", "/tmp/new.txt", "/tmp2/x"]  # type: ignore[attr-defined]
+        with pytest.raises(vfs.FileNotFoundError, match=exactly("not found: /tmp/old.txt")):
+            await union.read("/tmp/old.txt")
+
+    run(backend, main)
+
+
+def test_grep_fans_out_with_pushdown(backend: str) -> None:
+    async def main() -> None:
+        first = EightVerbTree({f"/f{i}.txt": "match\n" for i in range(10)})
+        second = EightVerbTree({f"/g{i}.txt": "match\nmatch\n" for i in range(10)})
+        third = EightVerbTree({"/h.txt": "match"})
+        union = vfs.union_fs({"/a": first, "/b": second, "/b/c": third})
+        hits = await collect(union.grep(vfs.GrepQuery("match", max_results=3)))
+        assert hits == [
+            vfs.GrepResult("/a/f0.txt", 1, "match"),
+            vfs.GrepResult("/a/f1.txt", 1, "match"),
+            vfs.GrepResult("/a/f2.txt", 1, "match"),
+        ]
+        assert (first.grep_caps, second.grep_caps, third.grep_caps) == ([3], [3], [3])
+        assert first.hits_produced <= 3
+        assert second.hits_produced <= 3
+        everything = await collect(union.grep(vfs.GrepQuery("match")))
+        assert len(everything) == 10 + 20 + 1
+        assert everything == sorted(everything, key=lambda h: (h.path, h.line_number))  # type: ignore[attr-defined]
+        below = await collect(union.grep(vfs.GrepQuery("match", path="/b")))
+        assert len(below) == 21
+        assert second.grep_caps[-1] is None
+        one = await collect(union.grep(vfs.GrepQuery("match", path="/b/g3.txt")))
+        assert one == [
+            vfs.GrepResult("/b/g3.txt", 1, "match"),
+            vfs.GrepResult("/b/g3.txt", 2, "match"),
+        ]
+        assert await collect(union.grep(vfs.GrepQuery("match", max_results=0))) == []
+
+    run(backend, main)
+
+
+def test_grep_stops_early(backend: str) -> None:
+    async def main() -> None:
+        first = EightVerbTree({f"/f{i}.txt": "match\n" for i in range(50)})
+        second = EightVerbTree({f"/g{i}.txt": "match\n" for i in range(50)})
+        union = vfs.union_fs({"/a": first, "/b": second})
+        stream = union.grep(vfs.GrepQuery("match"))
+        taken = []
+        async for hit in stream:
+            taken.append(hit)
+            if len(taken) == 2:
+                break
+        await stream.aclose()  # type: ignore[attr-defined]
+        assert first.hits_produced <= 3
+        assert second.hits_produced <= 1
+
+    run(backend, main)
+
+
+def test_grep_refills_after_dropping_shadowed_hits(backend: str) -> None:
+    async def main() -> None:
+        shadowed = {f"/s/{i:02}.txt": "match" for i in range(8)}
+        authored = EightVerbTree({**shadowed, "/t/a.txt": "match", "/t/b.txt": "match"})
+        union = vfs.union_fs({"/": authored, "/s": EightVerbTree()})
+        hits = await collect(union.grep(vfs.GrepQuery("match", max_results=2)))
+        assert [h.path for h in hits] == ["/t/a.txt", "/t/b.txt"]  # type: ignore[attr-defined]
+        assert authored.grep_caps[0] == 2  # pushed down; asked again only because hits were dropped
+
+    run(backend, main)
+
+
+def test_grep_glob_across_mounts(backend: str) -> None:
+    async def main() -> None:
+        union = vfs.union_fs(
+            {
+                "/": EightVerbTree({"/src/a.py": "x", "/b.py": "x"}),
+                "/repo": vfs.temp_fs({"/src/c.py": "x", "/d.py": "x"}),
+            }
+        )
+        names = [h.path async for h in union.grep(vfs.GrepQuery("x", glob="*.py"))]  # type: ignore[attr-defined]
+        assert names == ["/b.py", "/repo/d.py", "/repo/src/c.py", "/src/a.py"]
+        names = [h.path async for h in union.grep(vfs.GrepQuery("x", glob="src/*.py"))]  # type: ignore[attr-defined]
+        assert names == ["/src/a.py"]
+        names = [h.path async for h in union.grep(vfs.GrepQuery("x", glob="repo/src/*.py"))]  # type: ignore[attr-defined]
+        assert names == ["/repo/src/c.py"]
+
+    run(backend, main)
+
+
+def test_search_fans_out_by_score(backend: str) -> None:
+    async def main() -> None:
+        first = EightVerbTree({"/one.txt": "cat", "/three.txt": "cat cat cat"})
+        second = EightVerbTree({"/two.txt": "cat cat", "/four.txt": "cat cat cat cat"})
+        union = vfs.union_fs({"/a": first, "/b": second})
+        results = await collect(union.search(vfs.SearchQuery("cat", max_results=3)))
+        assert [(r.path, r.score) for r in results] == [  # type: ignore[attr-defined]
+            ("/b/four.txt", 4.0),
+            ("/a/three.txt", 3.0),
+            ("/b/two.txt", 2.0),
+        ]
+        assert (first.search_caps, second.search_caps) == ([3], [3])
+
+    run(backend, main)
+
+
+def test_child_errors_name_union_paths(backend: str) -> None:
+    async def main() -> None:
+        tree = EightVerbTree({"/a": "x"})
+        union = vfs.union_fs({"/repo": tree, "/t": vfs.temp_fs()})
+        with pytest.raises(vfs.FileNotFoundError, match=exactly("not found: /repo/x")) as caught:
+            await union.read("/repo/x")
+        assert caught.value.path == "/repo/x"
+        with pytest.raises(vfs.FileNotFoundError, match=exactly("not found: /t/x")):
+            await union.delete("/t/x")
+        with pytest.raises(vfs.InvalidGrepPatternError, match=exactly("invalid grep pattern: (")):
+            union.grep(vfs.GrepQuery("("))
+        tree.failure = vfs.PermissionDeniedError("/a")
+        with pytest.raises(vfs.PermissionDeniedError, match=exactly("permission denied: /repo/a")):
+            await collect(union.list("/repo"))  # raised lazily, inside the iterator
+        tree.failure = FileNotFoundError(2, "No such file or directory", "/gone")
+        with pytest.raises(FileNotFoundError) as untyped:
+            await union.stat("/repo/gone")
+        assert untyped.value.filename == "/repo/gone"
+        tree.failure = RuntimeError("backend down")
+        with pytest.raises(RuntimeError, match=r"^backend down") as other:
+            await collect(union.grep(vfs.GrepQuery("x", path="/repo")))
+        assert other.value.__notes__ == ["(raised by the tree mounted at /repo)"]
+
+    run(backend, main)
+
+
+def test_posix_operations(backend: str) -> None:
+    async def main() -> None:
+        user = EightVerbTree({"/x.txt": "x"})
+        temp = vfs.temp_fs({"/y.txt": "y"})
+        union = vfs.union_fs({"/a": user, "/b": temp, "/b/deep/m": vfs.temp_fs()})
+        assert isinstance(union, vfs.PosixFileSystem)
+        with pytest.raises(
+            vfs.CrossMountError, match=exactly("cross-mount rename: /a/x.txt")
+        ) as cross:
+            await union.rename("/a/x.txt", "/b/x.txt")
+        assert cross.value.errno == errno.EXDEV
+        for mount_point in ("/a", "/b/deep/m"):
+            with pytest.raises(
+                vfs.FileExistsError, match=exactly(f"already exists: {mount_point}")
+            ):
+                await union.mkdir(mount_point)
+            for op in (union.rmdir, union.unlink):
+                with pytest.raises(vfs.PathError) as busy:
+                    await op(mount_point)
+                assert (busy.value.errno, str(busy.value)) == (errno.EBUSY, f"ebusy: {mount_point}")
+            with pytest.raises(vfs.PathError) as busy:
+                await union.rename(mount_point, "/a/z")
+            assert busy.value.errno == errno.EBUSY
+        with pytest.raises(vfs.PathError) as busy:
+            await union.rename("/b/y.txt", "/b/deep")
+        assert busy.value.errno == errno.EBUSY
+        with pytest.raises(
+            vfs.DirectoryNotEmptyError, match=exactly("directory not empty: /b/deep")
+        ):
+            await union.rmdir("/b/deep")
+        # An eight-verb child mounts through posix_view.
+        await union.mkdir("/a/d")
+        handle = await union.open("/a/d/f.txt", create=True)
+        await handle.write(0, b"hello")
+        await handle.close()
+        assert user.files["/d/f.txt"] == b"hello"
+        await union.rename("/a/d/f.txt", "/a/d/g.txt")
+        assert await union.read("/a/d/g.txt") == "hello"
+        assert (await union.setattr("/a/d/g.txt", size=2)).size == 2
+        await union.unlink("/a/d/g.txt")
+        await union.rmdir("/a/d")
+        assert await paths(union.list("/a")) == ["/a/x.txt"]
+        # A POSIX child is used directly.
+        await union.symlink("/b/link", "y.txt")
+        assert await union.readlink("/b/link") == "y.txt"
+        assert (await union.lstat("/b/link")).kind == "symlink"
+        assert (await union.stat("/b/link")).kind == "file"
+        info = await union.setattr("/b/y.txt", mode=0o600)
+        assert info.mode == 0o600
+        assert (await union.setattr("/b/deep", mode=0o700)).mode == 0o755  # synthesized: ignored
+        with pytest.raises(vfs.IsADirectoryError):
+            await union.open("/b/deep/m")
+
+    run(backend, main)
+
+
+def test_open_file_errors_name_union_paths(backend: str) -> None:
+    async def main() -> None:
+        user = EightVerbTree({"/f": "x"})
+        union = vfs.union_fs({"/repo": user})
+        handle = await union.open("/repo/f")
+        await handle.write(0, b"y")
+        user.write_failure = vfs.WriteFailedError("/f")
+        with pytest.raises(vfs.WriteFailedError, match=exactly("write failed: /repo/f")):
+            await handle.close()
+        with pytest.raises(vfs.FileExistsError, match=exactly("already exists: /repo/f")):
+            await union.open("/repo/f", create=True, exclusive=True)
+
+    run(backend, main)
+
+
+def test_watch_forwards_child_changes(backend: str) -> None:
+    async def main() -> None:
+        temp = vfs.temp_fs()
+        user = EightVerbTree()
+        root = vfs.temp_fs()
+        union = vfs.union_fs({"/": root, "/t": temp, "/u": user})
+        seen: list[tuple[str, str, object]] = []
+        awaited: list[str] = []
+
+        async def finish() -> None:
+            awaited.append("done")
+
+        def callback(change: vfs.Change) -> Awaitable[None]:
+            seen.append((change.path, change.kind, change.origin))
+            return finish()
+
+        union.watch(callback)
+        token = vfs.change_origin.set("mountd")
+        try:
+            await temp.write("/x.txt", "direct")  # through the child itself
+        finally:
+            vfs.change_origin.reset(token)
+        await union.write("/u/y.txt", "via union")
+        await root.write("/t/hidden", "shadowed by /t")  # not a union path: not forwarded
+        assert ("/t/x.txt", "entry", "mountd") in seen
+        assert ("/u/y.txt", "entry", None) in seen
+        assert not [change for change in seen if change[0].startswith("/t/hidden")]
+        assert len(awaited) == len(seen)
+
+    run(backend, main)
+
+
+def test_duplicate_mounts_are_refused(backend: str) -> None:
+    with pytest.raises(ValueError, match=exactly("duplicate mount: /a")):
+        vfs.union_fs({"/a": EightVerbTree(), "/a/": EightVerbTree()})
+
+
+def test_resolution_with_many_mounts(backend: str) -> None:
+    async def main() -> None:
+        trees = {f"/m{i}": EightVerbTree({"/f": str(i)}) for i in range(200)}
+        trees["/m7/inner"] = EightVerbTree({"/f": "inner"})
+        union = vfs.union_fs(trees)
+        assert await union.read("/m150/f") == "150"
+        assert await union.read("/m7/inner/f") == "inner"
+        assert await union.read("/m7/f") == "7"
+        assert union._resolve("/m7/innerx/f") is union._by_prefix["/m7"]
+        assert union._resolve("/nowhere/deep/path") is None
+
+    run(backend, main)
