@@ -1,9 +1,859 @@
-"""Placeholder: being written."""
+"""``dir_fs``: a host directory as a tree rooted at ``/``, and nothing outside it.
+
+Theory of operation
+-------------------
+Confinement. The root is opened once as an ``O_PATH`` directory descriptor and every path is
+resolved relative to it, never as a host path string:
+
+* With ``openat2(RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS)`` the kernel resolves the whole path as
+  if the root were ``/``: ``..`` stops at the root, and symlinks are followed *inside* the tree,
+  an absolute target ``/x`` meaning the tree's ``/x`` (chroot semantics, the same as ``temp_fs``
+  and as the kernel applies when the tree is mounted as a sandbox's ``/``). A rename racing with
+  the lookup makes the kernel answer ``EAGAIN``; we retry, then fall back to the walk below.
+* Without ``openat2`` the same semantics are walked by hand: one segment at a time with
+  ``O_PATH | O_NOFOLLOW``, symlinks read and spliced into the remaining path (at most 40), and
+  ``..`` popping our own stack of open directories, so it never climbs physically.
+
+A symlink created or swapped in later changes nothing: each call resolves afresh under these rules.
+Operations that must not follow the final segment (``lstat``, ``readlink``, ``unlink``, ``rmdir``,
+``rename``, ``symlink``, ``mkdir``, ``setattr``, ``delete``) resolve the *parent* directory and
+act on the final name with the ``*at`` syscalls and ``AT_SYMLINK_NOFOLLOW``/``O_NOFOLLOW``. Walks
+(``list`` entries, ``glob``, ``grep``) open subdirectories with ``O_NOFOLLOW`` from their parent,
+so they never descend a directory symlink; ``list``/``glob``/``grep`` roots and ``stat``/``read``
+follow symlinks (inside the tree).
+
+The daemon's own mountpoint. While ``vfs._hostdisk.guard_mountpoint`` has registered a directory,
+every path at or under it is hidden: missing for ``stat``/``read``, absent from walks, and
+``PermissionDeniedError`` for mutations. Resolution then adds ``RESOLVE_NO_XDEV`` (a path that
+crosses any mount is re-walked by hand, checking each mount crossing against the registered
+``(st_dev, st_ino)``, which ``readdir`` still reports for a covered directory) and, when a
+mountpoint lies under this root, ``RESOLVE_NO_SYMLINKS`` (a path through symlinks is re-walked by
+hand, which knows the canonical path to compare). Nothing is ever ``stat``ed across a mount
+crossing before it is checked. The root itself must not be at or under a guarded mountpoint when
+the tree is made (to serve a directory over itself, make the tree before guarding and mounting:
+its descriptor then holds the covered directory).
+
+``read_only=True`` refuses every mutation with ``ReadOnlyMountError`` before touching the disk;
+handles are opened read-only.
+
+I/O policy. Local-disk syscalls are short and bounded, so they run directly on the event loop
+thread (a worker-thread hop costs more than the syscall it would carry). ``fsync`` and reads of
+big files go to a worker thread; walks yield to the loop every few dozen entries.
+
+Errors are translated from ``OSError`` by errno in this module only (``vfs._hostdisk.os_error``),
+always about the tree path (``/a.txt``), never the host path.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import builtins
+import contextlib
+import errno
+import os
+import stat
+import weakref
+from collections.abc import AsyncIterator, Callable, Iterator
+
+import anyio.lowlevel
+import anyio.to_thread
+
+from ._content import decode_contents, encode_contents
+from ._errors import (
+    FileNotFoundError,
+    InvalidPathError,
+    IsADirectoryError,
+    PathError,
+    PermissionDeniedError,
+    ReadOnlyMountError,
+)
+from ._hostdisk import (
+    O_CLOEXEC,
+    O_DIR,
+    O_PATH,
+    RENAME_EXCHANGE,
+    RENAME_NOREPLACE,
+    RESOLVE_IN_ROOT,
+    RESOLVE_NO_MAGICLINKS,
+    RESOLVE_NO_SYMLINKS,
+    RESOLVE_NO_XDEV,
+    GuardView,
+    Mountpoint,
+    chmod_nofollow,
+    file_info,
+    glob_fd,
+    grep_fd,
+    guard_view,
+    guarded_mountpoints,
+    have_openat2,
+    list_fd,
+    openat2,
+    os_error,
+    raise_errno,
+    read_whole,
+    renameat2,
+    write_all,
+    write_error,
+    write_file_at,
+)
+from ._match import compile_glob, compile_grep
+from ._paths import ROOT, base_name, is_under, join_path, normalize_path, parent_path, split_path
+from ._types import (
+    MISSING,
+    ChangeCallback,
+    DirEntry,
+    FileInfo,
+    GrepQuery,
+    GrepResult,
+    OpenFile,
+    SearchQuery,
+    SearchResult,
+)
+from ._watch import Observers
+
+_MAX_LINKS = 40
+_RETRIES = 8
+_MISSING = frozenset({errno.ENOENT, errno.ENOTDIR, errno.ELOOP})
 
 
-def dir_fs(*args: Any, **kwargs: Any) -> Any:
-    raise NotImplementedError("dir_fs")
+class _Hidden(Exception):
+    """The path is (under) a guarded mountpoint."""
+
+
+def dir_fs(path: str | os.PathLike[str], *, read_only: bool = False) -> DirFileSystem:
+    """The host directory ``path`` as a tree rooted at ``/`` (see the module docstring).
+
+    Raises ``FileNotFoundError``/``NotADirectoryError`` (about the host path) when ``path`` is not
+    a directory, and ``PermissionDeniedError`` when it is at or under a guarded mountpoint.
+    """
+    return DirFileSystem(path, read_only=read_only)
+
+
+class DirFileSystem:
+    """A confined host directory: :class:`vfs.FileSystem`, :class:`vfs.PosixFileSystem` and
+    :class:`vfs.Watchable` (reports the changes made through it, not those made on the disk)."""
+
+    __slots__ = (
+        "__weakref__",
+        "_close",
+        "_guard_snapshot",
+        "_guard_view",
+        "_observers",
+        "_openat2",
+        "_read_only",
+        "_real",
+        "_root",
+    )
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        read_only: bool = False,
+        use_openat2: bool | None = None,
+    ) -> None:
+        host = os.path.abspath(os.fspath(path))
+        _refuse_guarded_root(host, guarded_mountpoints())
+        try:
+            root = os.open(host, O_PATH | os.O_DIRECTORY | O_CLOEXEC)
+        except OSError as error:
+            raise os_error(error, host) from None
+        self._root = root
+        self._close = weakref.finalize(self, os.close, root)
+        self._real = _fd_path(root, host)
+        try:
+            _refuse_guarded_root(self._real, guarded_mountpoints())
+        except PermissionDeniedError:
+            self._close()
+            raise PermissionDeniedError(host) from None
+        self._read_only = read_only
+        self._observers = Observers()
+        self._openat2 = have_openat2() if use_openat2 is None else use_openat2 and have_openat2()
+        self._guard_snapshot: tuple[Mountpoint, ...] = ()
+        self._guard_view: GuardView | None = None
+
+    def close(self) -> None:
+        """Close the root descriptor now (it is also closed when the tree is collected)."""
+        self._close()
+
+    def __repr__(self) -> str:
+        flag = ", read_only=True" if self._read_only else ""
+        return f"dir_fs({self._real!r}{flag})"
+
+    def watch(self, callback: ChangeCallback) -> Callable[[], None]:
+        return self._observers.subscribe(callback)
+
+    # ----------------------------------------------------------------------------------------
+    # The eight verbs
+
+    async def list(self, prefix: str = ROOT) -> AsyncIterator[DirEntry]:
+        path = normalize_path(prefix)
+        guard = self._guards()
+        try:
+            fd, canonical = self._open(path, O_DIR, guard)
+        except _Hidden:
+            return
+        except OSError as error:
+            if error.errno in _MISSING:
+                return
+            raise os_error(error, path) from None
+        try:
+            children = list_fd(fd, guard, canonical)
+        except OSError as error:
+            raise os_error(error, path) from None
+        finally:
+            os.close(fd)
+        for count, (name, kind) in enumerate(children, start=1):
+            yield DirEntry(join_path(path, name), kind)
+            if count % 1024 == 0:
+                await anyio.lowlevel.checkpoint()
+
+    async def stat(self, path: str) -> FileInfo:
+        path = normalize_path(path)
+        try:
+            fd, _ = self._open(path, O_PATH, self._guards())
+        except _Hidden:
+            return MISSING
+        except OSError as error:
+            if error.errno in _MISSING:
+                return MISSING
+            raise os_error(error, path) from None
+        try:
+            return file_info(os.fstat(fd))
+        finally:
+            os.close(fd)
+
+    async def glob(self, pattern: str, dir: str = ROOT) -> AsyncIterator[DirEntry]:
+        directory = normalize_path(dir)
+        plan = compile_glob(pattern)
+        start = directory
+        for segment in plan.literal_prefix:
+            start = join_path(start, segment)
+        guard = self._guards()
+        try:
+            fd, canonical = self._open(normalize_path(start), O_DIR, guard)
+        except _Hidden:
+            return
+        except OSError as error:
+            if error.errno in _MISSING:
+                return
+            raise os_error(error, directory) from None
+        async for entry in glob_fd(fd, plan, directory, guard=guard, guard_base=canonical):
+            yield entry
+
+    async def read(self, path: str) -> str | bytes:
+        path = normalize_path(path)
+        try:
+            fd, _ = self._open(path, os.O_RDONLY | os.O_NONBLOCK, self._guards())
+        except _Hidden:
+            raise FileNotFoundError(path) from None
+        except OSError as error:
+            if error.errno == errno.ENOTDIR:
+                raise FileNotFoundError(path) from None
+            raise os_error(error, path) from None
+        try:
+            data = await read_whole(fd, os.fstat(fd).st_size)
+        except OSError as error:
+            raise os_error(error, path) from None
+        finally:
+            os.close(fd)
+        return decode_contents(path, data)
+
+    async def grep(self, query: GrepQuery) -> AsyncIterator[GrepResult]:
+        root = normalize_path(query.path)
+        compile_grep(query.pattern, case_insensitive=query.case_insensitive, path=root)
+        guard = self._guards()
+        try:
+            fd, canonical = self._open(root, os.O_RDONLY | os.O_NONBLOCK, guard)
+        except _Hidden:
+            return
+        except OSError as error:
+            if error.errno in _MISSING:
+                return  # a missing virtual path yields nothing
+            raise os_error(error, root) from None
+        async for hit in grep_fd(fd, root, query, guard=guard, guard_base=canonical):
+            yield hit
+
+    async def write(self, path: str, contents: str | bytes) -> None:
+        path = normalize_path(path)
+        data = encode_contents(contents)
+        self._refuse_read_only(path)
+        if path == ROOT:
+            raise IsADirectoryError(path)
+        guard = self._guards()
+
+        def reopen() -> int:
+            flags = os.O_WRONLY | os.O_TRUNC | os.O_CREAT | os.O_NONBLOCK
+            return self._open(path, flags, guard, mode=0o666)[0]
+
+        try:
+            created_dir = self._make_parents(path, guard)
+            with self._at(path, guard) as (dirfd, name):
+                created = write_file_at(dirfd, name, data, reopen)
+        except _Hidden:
+            raise PermissionDeniedError(path) from None
+        except OSError as error:
+            raise write_error(error, path) from None
+        if created_dir is not None:
+            await self._observers.emit(created_dir, "entry")
+        else:
+            await self._observers.emit(path, "entry" if created else "content")
+
+    async def delete(self, path: str) -> None:
+        path = normalize_path(path)
+        self._refuse_read_only(path)
+        if path == ROOT:
+            raise PathError(path, errno=errno.EBUSY)
+        try:
+            with self._at(path, self._guards()) as (dirfd, name):
+                try:
+                    os.unlink(name, dir_fd=dirfd)
+                except builtins.IsADirectoryError:
+                    os.rmdir(name, dir_fd=dirfd)  # an empty directory goes; a full one refuses
+        except _Hidden:
+            raise PermissionDeniedError(path) from None
+        except OSError as error:
+            if error.errno in (errno.ENOENT, errno.ENOTDIR):
+                raise FileNotFoundError(path) from None
+            raise os_error(error, path) from None
+        await self._observers.emit(path, "entry")
+
+    async def search(self, query: SearchQuery) -> AsyncIterator[SearchResult]:
+        normalize_path(query.path)
+        return
+        yield  # no index: an async generator that yields nothing
+
+    # ----------------------------------------------------------------------------------------
+    # The POSIX extension
+
+    async def lstat(self, path: str) -> FileInfo:
+        path = normalize_path(path)
+        try:
+            with self._at(path, self._guards()) as (dirfd, name):
+                return file_info(os.stat(name, dir_fd=dirfd, follow_symlinks=False))
+        except _Hidden:
+            return MISSING
+        except OSError as error:
+            if error.errno in _MISSING:
+                return MISSING
+            raise os_error(error, path) from None
+
+    async def open(
+        self,
+        path: str,
+        *,
+        create: bool = False,
+        exclusive: bool = False,
+        truncate: bool = False,
+        mode: int = 0o644,
+        uid: int | None = None,
+        gid: int | None = None,
+    ) -> OpenFile:
+        path = normalize_path(path)
+        if create or truncate:
+            self._refuse_read_only(path)
+        guard = self._guards()
+        access = os.O_RDONLY if self._read_only else os.O_RDWR
+        base = os.O_NONBLOCK | (os.O_TRUNC if truncate else 0)
+        created = False
+        try:
+            if create and exclusive:
+                fd = self._open(path, access | base | os.O_CREAT | os.O_EXCL, guard, mode=0o600)[0]
+                created = True
+            else:
+                fd, created = self._open_existing(path, access, base, create, guard)
+            try:
+                info = os.fstat(fd)
+                if stat.S_ISDIR(info.st_mode):
+                    raise_errno(errno.EISDIR)
+                if created:
+                    _own(fd, info, uid, gid)
+                    os.fchmod(fd, mode & 0o7777)
+            except BaseException:
+                os.close(fd)
+                raise
+        except _Hidden:
+            if create:
+                raise PermissionDeniedError(path) from None
+            raise FileNotFoundError(path) from None
+        except OSError as error:
+            raise os_error(error, path) from None
+        if created:
+            await self._observers.emit(path, "entry")
+        elif truncate:
+            await self._observers.emit(path, "content")
+        return DiskFile(fd, path, self._observers, read_only=self._read_only)
+
+    async def mkdir(
+        self, path: str, mode: int = 0o755, *, uid: int | None = None, gid: int | None = None
+    ) -> None:
+        path = normalize_path(path)
+        self._refuse_read_only(path)
+        try:
+            with self._at(path, self._guards()) as (dirfd, name):
+                os.mkdir(name, 0o700, dir_fd=dirfd)
+                if uid is not None or gid is not None:
+                    _chown_at(dirfd, name, uid, gid)
+                chmod_nofollow(dirfd, name, mode & 0o7777)  # exact, whatever the umask
+        except _Hidden:
+            raise PermissionDeniedError(path) from None
+        except OSError as error:
+            raise os_error(error, path) from None
+        await self._observers.emit(path, "entry")
+
+    async def rmdir(self, path: str) -> None:
+        path = normalize_path(path)
+        self._refuse_read_only(path)
+        if path == ROOT:
+            raise PathError(path, errno=errno.EBUSY)
+        await self._remove(path, lambda dirfd, name: os.rmdir(name, dir_fd=dirfd))
+
+    async def unlink(self, path: str) -> None:
+        path = normalize_path(path)
+        self._refuse_read_only(path)
+        if path == ROOT:
+            raise IsADirectoryError(path)
+        await self._remove(path, lambda dirfd, name: os.unlink(name, dir_fd=dirfd))
+
+    async def rename(
+        self, src: str, dst: str, *, noreplace: bool = False, exchange: bool = False
+    ) -> None:
+        src = normalize_path(src)
+        dst = normalize_path(dst)
+        self._refuse_read_only(src)
+        if noreplace and exchange:
+            raise PathError(src, errno=errno.EINVAL)
+        flags = (RENAME_NOREPLACE if noreplace else 0) | (RENAME_EXCHANGE if exchange else 0)
+        guard = self._guards()
+        try:
+            with (
+                self._at(src, guard, denied=src) as at_src,
+                self._at(dst, guard, denied=dst) as at_dst,
+            ):
+                renameat2(at_src[0], at_src[1], at_dst[0], at_dst[1], flags)
+        except OSError as error:
+            about_dst = error.errno in (errno.EEXIST, errno.ENOTEMPTY, errno.EISDIR)
+            raise os_error(error, dst if about_dst else src) from None
+        await self._observers.emit(src, "entry")
+        await self._observers.emit(dst, "entry")
+
+    async def setattr(
+        self,
+        path: str,
+        *,
+        size: int | None = None,
+        mode: int | None = None,
+        uid: int | None = None,
+        gid: int | None = None,
+        atime_ns: int | None = None,
+        mtime_ns: int | None = None,
+    ) -> FileInfo:
+        path = normalize_path(path)
+        changes_anything = any(v is not None for v in (size, mode, uid, gid, atime_ns, mtime_ns))
+        if changes_anything:
+            self._refuse_read_only(path)
+        try:
+            with self._at(path, self._guards(), denied=path) as (dirfd, name):
+                if size is not None:
+                    flags = os.O_WRONLY | os.O_NOFOLLOW | os.O_NONBLOCK | O_CLOEXEC
+                    fd = os.open(name, flags, dir_fd=dirfd)
+                    try:
+                        os.ftruncate(fd, size)
+                    finally:
+                        os.close(fd)
+                if uid is not None or gid is not None:
+                    _chown_at(dirfd, name, uid, gid)  # before chmod: chown clears set-id bits
+                if mode is not None:
+                    chmod_nofollow(dirfd, name, mode & 0o7777)
+                if atime_ns is not None or mtime_ns is not None:
+                    if atime_ns is None or mtime_ns is None:
+                        now = os.stat(name, dir_fd=dirfd, follow_symlinks=False)
+                        atime_ns = now.st_atime_ns if atime_ns is None else atime_ns
+                        mtime_ns = now.st_mtime_ns if mtime_ns is None else mtime_ns
+                    os.utime(name, ns=(atime_ns, mtime_ns), dir_fd=dirfd, follow_symlinks=False)
+                info = file_info(os.stat(name, dir_fd=dirfd, follow_symlinks=False))
+        except OSError as error:
+            raise os_error(error, path) from None
+        if size is not None:
+            await self._observers.emit(path, "content")
+        elif changes_anything:
+            await self._observers.emit(path, "metadata")
+        return info
+
+    async def symlink(
+        self, path: str, target: str, *, uid: int | None = None, gid: int | None = None
+    ) -> None:
+        path = normalize_path(path)
+        self._refuse_read_only(path)
+        if "\0" in target:
+            raise InvalidPathError(path, "symlink target contains a NUL byte")
+        try:
+            with self._at(path, self._guards(), denied=path) as (dirfd, name):
+                os.symlink(target, name, dir_fd=dirfd)
+                if uid is not None or gid is not None:
+                    _chown_at(dirfd, name, uid, gid)
+        except OSError as error:
+            raise os_error(error, path) from None
+        await self._observers.emit(path, "entry")
+
+    async def readlink(self, path: str) -> str:
+        path = normalize_path(path)
+        try:
+            with self._at(path, self._guards()) as (dirfd, name):
+                return os.readlink(name, dir_fd=dirfd)
+        except _Hidden:
+            raise FileNotFoundError(path) from None
+        except OSError as error:
+            raise os_error(error, path) from None
+
+    # ----------------------------------------------------------------------------------------
+    # Resolution
+
+    def _refuse_read_only(self, path: str) -> None:
+        if self._read_only:
+            raise ReadOnlyMountError(path)
+
+    def _guards(self) -> GuardView | None:
+        snapshot = guarded_mountpoints()
+        if not snapshot:
+            return None
+        if snapshot is not self._guard_snapshot:
+            self._guard_view = guard_view(snapshot, self._real)
+            self._guard_snapshot = snapshot
+        return self._guard_view
+
+    def _open(
+        self,
+        path: str,
+        flags: int,
+        guard: GuardView | None,
+        *,
+        follow: bool = True,
+        mode: int = 0,
+    ) -> tuple[int, str]:
+        """A descriptor for tree path ``path`` and, under a guard, its canonical path.
+
+        Raises ``OSError`` (for the caller to translate) or ``_Hidden``.
+        """
+        if guard is not None and guard.hides(path):
+            raise _Hidden
+        if self._openat2:
+            resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS
+            if guard is not None:
+                resolve |= RESOLVE_NO_XDEV | (RESOLVE_NO_SYMLINKS if guard.tree_paths else 0)
+            relative = "." if path == ROOT else path[1:]
+            open_flags = flags if follow else flags | os.O_NOFOLLOW
+            for _ in range(_RETRIES):
+                try:
+                    return openat2(self._root, relative, open_flags, mode, resolve), path
+                except OSError as error:
+                    if error.errno == errno.EAGAIN:
+                        continue  # a rename raced with the lookup
+                    if guard is not None and error.errno in (errno.EXDEV, errno.ELOOP):
+                        break  # crosses a mount or a symlink: walk it by hand, checking
+                    raise
+        return self._walk(path, flags, guard, follow, mode)
+
+    def _walk(
+        self, path: str, flags: int, guard: GuardView | None, follow: bool, mode: int
+    ) -> tuple[int, str]:
+        """Resolve ``path`` one segment at a time, confined to the root, as ``openat2`` would."""
+        pending = split_path(path)[::-1]
+        dirs: list[int] = []  # open directories below the root, deepest last
+        names: list[str] = []  # their names: the canonical path so far
+        links = 0
+        try:
+            while pending:
+                name = pending.pop()
+                if name in ("", "."):
+                    continue
+                if name == "..":
+                    if dirs:
+                        os.close(dirs.pop())
+                        names.pop()
+                    continue
+                top = dirs[-1] if dirs else self._root
+                canonical = "/" + "/".join([*names, name])
+                last = not pending
+                if last and not follow:
+                    self._check_name(top, name, canonical, guard)
+                    fd = os.open(name, flags | os.O_NOFOLLOW | O_CLOEXEC, mode, dir_fd=top)
+                    return fd, canonical
+                try:
+                    fd = self._step(top, name, canonical, guard)
+                except builtins.FileNotFoundError:
+                    if last and flags & os.O_CREAT:
+                        fd = os.open(name, flags | os.O_NOFOLLOW | O_CLOEXEC, mode, dir_fd=top)
+                        return fd, canonical
+                    raise
+                info = os.fstat(fd)
+                if stat.S_ISLNK(info.st_mode):
+                    os.close(fd)
+                    links += 1
+                    if links > _MAX_LINKS:
+                        raise_errno(errno.ELOOP)
+                    target = os.readlink(name, dir_fd=top)
+                    if target.startswith("/"):  # absolute: from this tree's root
+                        while dirs:
+                            os.close(dirs.pop())
+                        names.clear()
+                    pending.extend(reversed(target.split("/")))
+                    continue
+                if guard is not None and guard.hides_identity(info.st_dev, info.st_ino):
+                    os.close(fd)
+                    raise _Hidden
+                if last:
+                    if flags & os.O_CREAT and flags & os.O_EXCL:
+                        os.close(fd)
+                        raise_errno(errno.EEXIST)
+                    if flags & O_PATH:
+                        if flags & os.O_DIRECTORY and not stat.S_ISDIR(info.st_mode):
+                            os.close(fd)
+                            raise_errno(errno.ENOTDIR)
+                        return fd, canonical
+                    os.close(fd)
+                    reopened = os.open(name, flags | os.O_NOFOLLOW | O_CLOEXEC, mode, dir_fd=top)
+                    return reopened, canonical
+                if not stat.S_ISDIR(info.st_mode):
+                    os.close(fd)
+                    raise_errno(errno.ENOTDIR)
+                dirs.append(fd)
+                names.append(name)
+            top = dirs[-1] if dirs else self._root
+            return os.open(".", flags | O_CLOEXEC, mode, dir_fd=top), "/" + "/".join(names)
+        finally:
+            for fd in dirs:
+                os.close(fd)
+
+    def _step(self, top: int, name: str, canonical: str, guard: GuardView | None) -> int:
+        """``O_PATH | O_NOFOLLOW`` descriptor of ``name`` in ``top``, refusing guarded places
+        before anything beyond a mount crossing is touched."""
+        flags = O_PATH | os.O_NOFOLLOW | O_CLOEXEC
+        if guard is None:
+            return os.open(name, flags, dir_fd=top)
+        if guard.hides(canonical):
+            raise _Hidden
+        if self._openat2:
+            try:
+                return openat2(top, name, flags, 0, RESOLVE_NO_XDEV | RESOLVE_NO_MAGICLINKS)
+            except OSError as error:
+                if error.errno != errno.EXDEV:
+                    raise
+            if _covered_by_guard(top, name, guard):
+                raise _Hidden
+        elif _same_device_as_guard(top, guard) and _covered_by_guard(top, name, guard):
+            raise _Hidden
+        return os.open(name, flags, dir_fd=top)
+
+    def _check_name(self, top: int, name: str, canonical: str, guard: GuardView | None) -> None:
+        """Refuse ``name`` in ``top`` when it is, or covers, a guarded mountpoint."""
+        if guard is None:
+            return
+        os.close(self._step(top, name, canonical, guard))
+
+    def _parent(self, path: str, guard: GuardView | None) -> tuple[int, str, bool]:
+        """``(directory fd, final name, fd is ours to close)``; the root is ``(root, ".")``."""
+        if path == ROOT:
+            return self._root, ".", False
+        parent = parent_path(path)
+        name = base_name(path)
+        if parent == ROOT:
+            dirfd, canonical, owned = self._root, ROOT, False
+        else:
+            dirfd, canonical = self._open(parent, O_PATH | os.O_DIRECTORY, guard)
+            owned = True
+        if guard is not None:
+            try:
+                self._check_name(dirfd, name, join_path(canonical, name), guard)
+            except builtins.FileNotFoundError:
+                pass  # a new name: nothing to hide
+            except BaseException:
+                if owned:
+                    os.close(dirfd)
+                raise
+        return dirfd, name, owned
+
+    @contextlib.contextmanager
+    def _at(
+        self, path: str, guard: GuardView | None, *, denied: str | None = None
+    ) -> Iterator[tuple[int, str]]:
+        """The parent directory of ``path`` and its final name, for ``*at`` syscalls.
+
+        With ``denied``, a guarded path raises ``PermissionDeniedError`` about it.
+        """
+        try:
+            dirfd, name, owned = self._parent(path, guard)
+        except _Hidden:
+            if denied is None:
+                raise
+            raise PermissionDeniedError(denied) from None
+        try:
+            yield dirfd, name
+        finally:
+            if owned:
+                os.close(dirfd)
+
+    def _open_existing(
+        self, path: str, access: int, base: int, create: bool, guard: GuardView | None
+    ) -> tuple[int, bool]:
+        """Open ``path`` (creating it when ``create``); ``(fd, whether we created it)``."""
+        for _ in range(_RETRIES):
+            try:
+                return self._open_access(path, access, base, guard), False
+            except builtins.FileNotFoundError:
+                if not create:
+                    raise
+            try:
+                flags = access | base | os.O_CREAT | os.O_EXCL
+                return self._open(path, flags, guard, mode=0o600)[0], True
+            except builtins.FileExistsError:
+                continue  # created by someone else in between: open that one
+        raise_errno(errno.EAGAIN)
+        raise AssertionError  # unreachable
+
+    def _open_access(self, path: str, access: int, base: int, guard: GuardView | None) -> int:
+        try:
+            return self._open(path, access | base, guard)[0]
+        except builtins.PermissionError:
+            if access != os.O_RDWR or base & os.O_TRUNC:
+                raise
+        return self._open(path, os.O_RDONLY | base, guard)[0]  # a read-only file reads
+
+    def _make_parents(self, path: str, guard: GuardView | None) -> str | None:
+        """Create the missing directories above ``path``; the topmost one created, if any."""
+        parent = parent_path(path)
+        if parent == ROOT:
+            return None
+        try:
+            os.close(self._open(parent, O_PATH | os.O_DIRECTORY, guard)[0])
+            return None
+        except builtins.FileNotFoundError:
+            pass
+        created: str | None = None
+        current = ROOT
+        for segment in split_path(parent):
+            current = join_path(current, segment)
+            with self._at(current, guard) as (dirfd, name):
+                try:
+                    os.mkdir(name, 0o777, dir_fd=dirfd)
+                except builtins.FileExistsError:
+                    continue
+            created = created or current
+        return created
+
+    async def _remove(self, path: str, remove: Callable[[int, str], None]) -> None:
+        try:
+            with self._at(path, self._guards(), denied=path) as (dirfd, name):
+                remove(dirfd, name)
+        except OSError as error:
+            raise os_error(error, path) from None
+        await self._observers.emit(path, "entry")
+
+
+class DiskFile:
+    """An open file of a :class:`DirFileSystem`: a real descriptor, so it keeps reading and
+    writing the file it opened after a rename or unlink of its name."""
+
+    __slots__ = ("_fd", "_observers", "_path", "_read_only")
+
+    def __init__(self, fd: int, path: str, observers: Observers, *, read_only: bool) -> None:
+        self._fd = fd
+        self._path = path
+        self._observers = observers
+        self._read_only = read_only
+
+    def _live(self) -> int:
+        if self._fd < 0:
+            raise PathError(self._path, errno=errno.EBADF)
+        return self._fd
+
+    async def read(self, offset: int, size: int) -> bytes:
+        try:
+            return os.pread(self._live(), size, offset)
+        except OSError as error:
+            raise os_error(error, self._path) from None
+
+    async def write(self, offset: int, data: bytes) -> int:
+        if self._read_only:
+            raise ReadOnlyMountError(self._path)
+        try:
+            written = write_all(self._live(), data, offset)
+        except OSError as error:
+            raise os_error(error, self._path) from None
+        await self._observers.emit(self._path, "content")
+        return written
+
+    async def truncate(self, size: int) -> None:
+        if self._read_only:
+            raise ReadOnlyMountError(self._path)
+        try:
+            os.ftruncate(self._live(), size)
+        except OSError as error:
+            raise os_error(error, self._path) from None
+        await self._observers.emit(self._path, "content")
+
+    async def flush(self) -> None:
+        self._live()  # writes went straight to the kernel: nothing is buffered here
+
+    async def fsync(self, datasync: bool = False) -> None:
+        fd = self._live()
+        sync = os.fdatasync if datasync else os.fsync
+        try:
+            await anyio.to_thread.run_sync(sync, fd)
+        except OSError as error:
+            raise os_error(error, self._path) from None
+
+    async def close(self) -> None:
+        fd, self._fd = self._fd, -1
+        if fd >= 0:
+            os.close(fd)
+
+
+def _refuse_guarded_root(host: str, snapshot: tuple[Mountpoint, ...]) -> None:
+    for mountpoint in snapshot:
+        if is_under(host, mountpoint.path) or is_under(host, mountpoint.real):
+            raise PermissionDeniedError(host)
+
+
+def _fd_path(fd: int, fallback: str) -> str:
+    """The host path the kernel holds for ``fd`` (no lookup, so nothing is re-resolved)."""
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return os.path.realpath(fallback)
+
+
+def _own(fd: int, info: os.stat_result, uid: int | None, gid: int | None) -> None:
+    want_uid = info.st_uid if uid is None else uid
+    want_gid = info.st_gid if gid is None else gid
+    if (want_uid, want_gid) != (info.st_uid, info.st_gid):
+        os.fchown(fd, want_uid, want_gid)
+
+
+def _chown_at(dirfd: int, name: str, uid: int | None, gid: int | None) -> None:
+    os.chown(
+        name,
+        -1 if uid is None else uid,
+        -1 if gid is None else gid,
+        dir_fd=dirfd,
+        follow_symlinks=False,
+    )
+
+
+def _same_device_as_guard(top: int, guard: GuardView) -> bool:
+    dev = os.fstat(top).st_dev
+    return any(dev == guarded_dev for guarded_dev, _ in guard.identities)
+
+
+def _covered_by_guard(top: int, name: str, guard: GuardView) -> bool:
+    """Whether ``name`` in ``top`` is a guarded mountpoint, by the inode ``readdir`` reports
+    (the covered directory's, even while a mount sits on it), without touching the mount."""
+    dev = os.fstat(top).st_dev
+    fd = os.open(".", O_DIR, dir_fd=top)
+    try:
+        with os.scandir(fd) as entries:
+            for entry in entries:
+                if entry.name == name:
+                    return guard.hides_identity(dev, entry.inode())
+    finally:
+        os.close(fd)
+    return False

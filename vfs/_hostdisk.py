@@ -1,0 +1,651 @@
+"""Host-disk plumbing shared by ``dir_fs`` and ``local_file_system``.
+
+Theory of operation
+-------------------
+Everything here works on directory file descriptors and single names, never on host path strings
+that the kernel would re-resolve, so a caller that holds a confined directory fd stays confined:
+
+* :func:`os_error` / :func:`write_error` are the one place an ``OSError`` becomes a project error
+  (by errno), about the caller's path (a tree path for ``dir_fs``, a host path for the local tree).
+* :func:`openat2`, :func:`renameat2` and :func:`chmod_nofollow` bind the Linux syscalls the standard
+  library lacks (ctypes; probed once, see :func:`have_openat2`).
+* :func:`walk_fd` is the native walk: ``os.scandir`` on directory fds, children opened with
+  ``O_NOFOLLOW`` (so a walk never leaves the directory it started in and never descends a
+  directory symlink), in exact lexicographic path order (an entry ``name``, then a sibling such as
+  ``name-x``, then the subtree ``name/...``, as ``vfs._walk`` orders it). :func:`glob_fd` and
+  :func:`grep_fd` stream on top of it and stop early.
+* :func:`write_file_at` replaces a file atomically (temporary file in the same directory, then
+  ``rename``), except where that would change what the name means: a symlink is written through
+  and a hard-linked file is written in place, so the other names see the new bytes.
+
+Syscalls on the local disk are short and bounded, so the callers make them directly on the event
+loop thread: a hop to a worker thread costs more than a ``stat`` or a small ``read``. Long walks
+yield to the loop every :data:`CHECKPOINT_EVERY` entries; only ``fsync`` goes to a thread.
+
+Process-wide state: the mountpoint guard
+-----------------------------------------
+:func:`guard_mountpoint` registers a directory that this process is about to mount a FUSE
+filesystem on. It is the one piece of process-wide state in ``vfs``, and has to be: a FUSE daemon
+serves its mount from its own event loop, so if any tree in the same process looks *through* that
+mount (a ``dir_fs`` over the cwd while the mount sits at ``./mnt``), the kernel sends the request
+back to the daemon, which is blocked waiting for it: a deadlock. Every host tree in the process
+must therefore avoid the mountpoint, whichever tree object it was reached from. The guard records
+the mountpoint's host path and its ``(st_dev, st_ino)`` before the mount covers it;
+:class:`GuardView` tells a tree which of its paths and which directory identities to hide.
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import ctypes
+import errno
+import functools
+import os
+import platform
+import re
+import secrets
+import stat
+import threading
+from collections.abc import AsyncIterator, Callable, Generator, Iterator
+from dataclasses import dataclass
+
+import anyio.lowlevel
+import anyio.to_thread
+
+from ._content import is_image_path, looks_binary
+from ._errors import (
+    CrossMountError,
+    DirectoryNotEmptyError,
+    FileExistsError,
+    FileNotFoundError,
+    FileTooLargeError,
+    IsADirectoryError,
+    NotADirectoryError,
+    NotSupportedError,
+    PathError,
+    PermissionDeniedError,
+    ReadOnlyMountError,
+    WriteFailedError,
+)
+from ._match import GlobPlan, compile_grep, compile_grep_glob, grep_lines
+from ._paths import is_under
+from ._types import DirEntry, FileInfo, GrepQuery, GrepResult, Kind
+
+CHECKPOINT_EVERY = 64
+"""A long walk yields to the event loop after this many entries."""
+
+O_CLOEXEC = os.O_CLOEXEC
+O_PATH = getattr(os, "O_PATH", 0o10000000)
+O_DIR = os.O_RDONLY | os.O_DIRECTORY | O_CLOEXEC
+O_DIR_NOFOLLOW = O_DIR | os.O_NOFOLLOW
+
+# --------------------------------------------------------------------------------------------
+# Errors: the one boundary where OSError becomes a project error.
+
+_BY_ERRNO: dict[int, type[PathError]] = {
+    errno.ENOENT: FileNotFoundError,
+    errno.EEXIST: FileExistsError,
+    errno.ENOTDIR: NotADirectoryError,
+    errno.EISDIR: IsADirectoryError,
+    errno.ENOTEMPTY: DirectoryNotEmptyError,
+    errno.EACCES: PermissionDeniedError,
+    errno.EPERM: PermissionDeniedError,
+    errno.EROFS: ReadOnlyMountError,
+    errno.EXDEV: CrossMountError,
+    errno.EFBIG: FileTooLargeError,
+    errno.EOPNOTSUPP: NotSupportedError,
+}
+
+# What write() reports as itself; every other failure of a write is "write failed: <path>".
+_WRITE_KEEPS = frozenset(
+    {errno.EISDIR, errno.ENOTDIR, errno.EACCES, errno.EPERM, errno.EROFS, errno.EEXIST}
+)
+
+
+def os_error(error: OSError, path: str) -> PathError:
+    """The project error for ``error`` about ``path`` (a project error passes through)."""
+    if isinstance(error, PathError):
+        return error
+    code = error.errno if error.errno is not None else errno.EIO
+    cls = _BY_ERRNO.get(code)
+    if cls is None:
+        return PathError(path, errno=code)
+    return cls(path, errno=code)
+
+
+def write_error(error: OSError, path: str) -> PathError:
+    """Like :func:`os_error`, but I/O failures of ``write`` are ``WriteFailedError``."""
+    if isinstance(error, PathError):
+        return error
+    code = error.errno if error.errno is not None else errno.EIO
+    if code in _WRITE_KEEPS:
+        return os_error(error, path)
+    return WriteFailedError(path, errno=code)
+
+
+def raise_errno(code: int) -> None:
+    raise OSError(code, os.strerror(code))
+
+
+# --------------------------------------------------------------------------------------------
+# Syscalls the standard library lacks.
+
+_LIBC = ctypes.CDLL(None, use_errno=True)
+_syscall = _LIBC.syscall
+_syscall.restype = ctypes.c_long
+
+# openat2 and fchmodat2 come after the syscall tables were unified: same number everywhere.
+_SYS_OPENAT2 = 437
+_SYS_FCHMODAT2 = 452
+_SYS_RENAMEAT2 = {"x86_64": 316, "aarch64": 276}.get(platform.machine())
+
+RESOLVE_NO_XDEV = 0x01
+RESOLVE_NO_MAGICLINKS = 0x02
+RESOLVE_NO_SYMLINKS = 0x04
+RESOLVE_BENEATH = 0x08
+RESOLVE_IN_ROOT = 0x10
+
+RENAME_NOREPLACE = 1
+RENAME_EXCHANGE = 2
+
+AT_FDCWD = -100
+AT_SYMLINK_NOFOLLOW = 0x100
+
+
+class _OpenHow(ctypes.Structure):
+    _fields_ = [
+        ("flags", ctypes.c_uint64),
+        ("mode", ctypes.c_uint64),
+        ("resolve", ctypes.c_uint64),
+    ]
+
+
+def _check(result: int) -> int:
+    if result < 0:
+        raise_errno(ctypes.get_errno())
+    return result
+
+
+def openat2(dirfd: int, path: str, flags: int, mode: int, resolve: int) -> int:
+    """``openat2(2)``: open ``path`` relative to ``dirfd`` under the ``RESOLVE_*`` rules."""
+    how = _OpenHow(flags | O_CLOEXEC, mode if flags & os.O_CREAT else 0, resolve)
+    return _check(
+        _syscall(
+            ctypes.c_long(_SYS_OPENAT2),
+            ctypes.c_long(dirfd),
+            ctypes.c_char_p(os.fsencode(path)),
+            ctypes.byref(how),
+            ctypes.c_size_t(ctypes.sizeof(how)),
+        )
+    )
+
+
+@functools.cache
+def have_openat2() -> bool:
+    """Whether this kernel (and seccomp policy) lets us call ``openat2``; probed once."""
+    try:
+        os.close(openat2(AT_FDCWD, "/", O_PATH, 0, RESOLVE_NO_MAGICLINKS))
+    except OSError:
+        return False
+    return True
+
+
+_renameat2_fn = getattr(_LIBC, "renameat2", None)
+
+
+def renameat2(src_dir: int, src: str, dst_dir: int, dst: str, flags: int) -> None:
+    """``renameat2(2)``; ``flags`` 0 is a plain ``renameat``."""
+    if flags == 0:
+        os.rename(src, dst, src_dir_fd=src_dir, dst_dir_fd=dst_dir)
+        return
+    args = (
+        ctypes.c_int(src_dir),
+        ctypes.c_char_p(os.fsencode(src)),
+        ctypes.c_int(dst_dir),
+        ctypes.c_char_p(os.fsencode(dst)),
+        ctypes.c_uint(flags),
+    )
+    if _renameat2_fn is not None:
+        _check(_renameat2_fn(*args))
+    elif _SYS_RENAMEAT2 is not None:
+        _check(_syscall(ctypes.c_long(_SYS_RENAMEAT2), *args))
+    else:
+        raise_errno(errno.EINVAL)
+
+
+@functools.cache
+def _have_fchmodat2() -> bool:
+    result = _syscall(
+        ctypes.c_long(_SYS_FCHMODAT2),
+        ctypes.c_int(AT_FDCWD),
+        ctypes.c_char_p(b""),
+        ctypes.c_uint(0),
+        ctypes.c_uint(0x1000),  # AT_EMPTY_PATH on the cwd: EINVAL/ENOENT/EPERM, never a change
+    )
+    return not (result < 0 and ctypes.get_errno() == errno.ENOSYS)
+
+
+def chmod_nofollow(dirfd: int, name: str, mode: int) -> None:
+    """Set the permission bits of ``name`` in ``dirfd`` exactly, never through a symlink.
+
+    ``fchmodat2(AT_SYMLINK_NOFOLLOW)`` (Linux 6.6) does it in one call; older kernels chmod the
+    ``O_PATH`` descriptor through ``/proc/self/fd``, which names that exact inode.
+    """
+    if _have_fchmodat2():
+        _check(
+            _syscall(
+                ctypes.c_long(_SYS_FCHMODAT2),
+                ctypes.c_int(dirfd),
+                ctypes.c_char_p(os.fsencode(name)),
+                ctypes.c_uint(mode),
+                ctypes.c_uint(AT_SYMLINK_NOFOLLOW),
+            )
+        )
+        return
+    fd = os.open(name, O_PATH | os.O_NOFOLLOW | O_CLOEXEC, dir_fd=dirfd)
+    try:
+        if stat.S_ISLNK(os.fstat(fd).st_mode):
+            raise_errno(errno.EOPNOTSUPP)
+        os.chmod(f"/proc/self/fd/{fd}", mode)
+    finally:
+        os.close(fd)
+
+
+# --------------------------------------------------------------------------------------------
+# Metadata and contents.
+
+
+def kind_of(mode: int) -> Kind:
+    if stat.S_ISDIR(mode):
+        return "directory"
+    if stat.S_ISLNK(mode):
+        return "symlink"
+    return "file"
+
+
+def file_info(st: os.stat_result) -> FileInfo:
+    """A :class:`FileInfo` holding everything ``st`` says."""
+    return FileInfo(
+        kind=kind_of(st.st_mode),
+        size=st.st_size,
+        mtime=st.st_mtime,
+        mode=stat.S_IMODE(st.st_mode),
+        mtime_ns=st.st_mtime_ns,
+        uid=st.st_uid,
+        gid=st.st_gid,
+        atime_ns=st.st_atime_ns,
+        ctime_ns=st.st_ctime_ns,
+        nlink=st.st_nlink,
+    )
+
+
+def read_fd(fd: int) -> bytes:
+    """Every byte from the current offset of ``fd`` to its end."""
+    size = os.fstat(fd).st_size
+    want = size + 1 if size else 1 << 16
+    first = os.read(fd, want)
+    if len(first) < want and size:
+        return first  # a short read of a regular file is its end
+    chunks = [first]
+    while chunk := os.read(fd, 1 << 20):
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def write_all(fd: int, data: bytes | memoryview, offset: int | None = None) -> int:
+    """Write every byte of ``data`` (at ``offset`` with ``pwrite``); return the count."""
+    view = memoryview(data)
+    done = 0
+    while done < len(view):
+        chunk = view[done:]
+        written = os.write(fd, chunk) if offset is None else os.pwrite(fd, chunk, offset + done)
+        if written == 0:
+            raise_errno(errno.EIO)
+        done += written
+    return done
+
+
+def write_file_at(dirfd: int, name: str, data: bytes, reopen: Callable[[], int]) -> bool:
+    """Create or replace file ``name`` in ``dirfd`` with ``data``; True when it was created.
+
+    A new or singly-linked regular file is replaced atomically: readers see the old bytes or the
+    new ones, never a torn file, and a failed write leaves the old file intact. The replacement
+    keeps the old file's permission bits (and owner, where the process may set it). Not fsynced:
+    atomic against concurrent readers and a crashed process, not against power loss. A symlink
+    (``reopen`` opens the final path following it, with the caller's confinement), a hard-linked
+    file or a special file is written in place, so every name keeps meaning the same file.
+    """
+    try:
+        old: os.stat_result | None = os.stat(name, dir_fd=dirfd, follow_symlinks=False)
+    except builtins.FileNotFoundError:
+        old = None
+    if old is not None and stat.S_ISDIR(old.st_mode):
+        raise_errno(errno.EISDIR)
+    if old is not None and not (stat.S_ISREG(old.st_mode) and old.st_nlink == 1):
+        fd = reopen()
+        try:
+            write_all(fd, data)
+        finally:
+            os.close(fd)
+        return False
+    temp = f".agentroot-{secrets.token_hex(6)}.tmp"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | O_CLOEXEC
+    fd = os.open(temp, flags, 0o666 if old is None else 0o600, dir_fd=dirfd)
+    try:
+        try:
+            write_all(fd, data)
+            if old is not None:
+                _keep_owner(fd, old)
+                os.fchmod(fd, stat.S_IMODE(old.st_mode))
+        finally:
+            os.close(fd)
+        os.rename(temp, name, src_dir_fd=dirfd, dst_dir_fd=dirfd)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temp, dir_fd=dirfd)
+        raise
+    return old is None
+
+
+def _keep_owner(fd: int, old: os.stat_result) -> None:
+    mine = os.fstat(fd)
+    if (mine.st_uid, mine.st_gid) != (old.st_uid, old.st_gid):
+        with contextlib.suppress(PermissionError):  # only root may give a file away
+            os.fchown(fd, old.st_uid, old.st_gid)
+
+
+# --------------------------------------------------------------------------------------------
+# The mountpoint guard: the one piece of process-wide state (see the module docstring).
+
+
+@dataclass(frozen=True, slots=True)
+class Mountpoint:
+    """A directory this process mounts on: its path as given, its real path and its identity,
+    all taken before the mount covers it."""
+
+    path: str
+    real: str
+    dev: int
+    ino: int
+
+
+class _Registry:
+    __slots__ = ("counts", "entries", "lock", "snapshot")
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.counts: dict[str, int] = {}
+        self.entries: dict[str, Mountpoint] = {}
+        self.snapshot: tuple[Mountpoint, ...] = ()
+
+
+_REGISTRY = _Registry()
+
+
+def guard_mountpoint(path: str) -> None:
+    """Hide the directory ``path`` from every host tree of this process; call before mounting.
+
+    ``mountd`` calls this before it mounts on ``path`` and :func:`release_mountpoint` (with the
+    same spelling) after unmounting. Guards nest: each guard needs its own release.
+    """
+    key = os.path.abspath(path)
+    real = os.path.realpath(key)
+    st = os.stat(real)
+    if not stat.S_ISDIR(st.st_mode):
+        raise NotADirectoryError(key)
+    with _REGISTRY.lock:
+        _REGISTRY.counts[key] = _REGISTRY.counts.get(key, 0) + 1
+        _REGISTRY.entries.setdefault(key, Mountpoint(key, real, st.st_dev, st.st_ino))
+        _REGISTRY.snapshot = tuple(_REGISTRY.entries.values())
+
+
+def release_mountpoint(path: str) -> None:
+    """Undo one :func:`guard_mountpoint` of ``path``; never touches the (mounted) directory."""
+    key = os.path.abspath(path)
+    with _REGISTRY.lock:
+        count = _REGISTRY.counts.get(key, 0)
+        if count <= 1:
+            _REGISTRY.counts.pop(key, None)
+            _REGISTRY.entries.pop(key, None)
+        else:
+            _REGISTRY.counts[key] = count - 1
+        _REGISTRY.snapshot = tuple(_REGISTRY.entries.values())
+
+
+def guarded_mountpoints() -> tuple[Mountpoint, ...]:
+    """The mountpoints guarded right now (an immutable snapshot; a new object on each change)."""
+    return _REGISTRY.snapshot
+
+
+@dataclass(frozen=True, slots=True)
+class GuardView:
+    """What one tree must hide: guarded mountpoints strictly below its root, as tree paths, and
+    the directory identities of every guarded mountpoint (reachable through bind mounts)."""
+
+    tree_paths: tuple[str, ...]
+    identities: frozenset[tuple[int, int]]
+
+    def hides(self, tree_path: str) -> bool:
+        return any(is_under(tree_path, hidden) for hidden in self.tree_paths)
+
+    def hides_identity(self, dev: int, ino: int) -> bool:
+        return (dev, ino) in self.identities
+
+
+def guard_view(snapshot: tuple[Mountpoint, ...], root_real: str) -> GuardView:
+    """The view of ``snapshot`` for a tree whose ``/`` is the host directory ``root_real``."""
+    tree_paths: set[str] = set()
+    for mountpoint in snapshot:
+        for host in (mountpoint.real, mountpoint.path):
+            if root_real == "/":
+                if host != "/":
+                    tree_paths.add(host)
+            elif host.startswith(root_real + "/"):
+                tree_paths.add(host[len(root_real) :])
+    return GuardView(tuple(sorted(tree_paths)), frozenset((m.dev, m.ino) for m in snapshot))
+
+
+# --------------------------------------------------------------------------------------------
+# Native walks over directory descriptors.
+
+WalkItem = tuple[str, str, Kind, bool, int]
+"""``(relative path, name, kind, is a regular file, fd of the directory holding it)``; the fd is
+valid until the walk is advanced."""
+
+_Listed = tuple[str, str, Kind, bool, bool]  # (sort key, name, kind, regular, descend)
+
+
+def _join(base: str, rel: str) -> str:
+    return base + rel if base == "/" else base + "/" + rel
+
+
+def _listing(
+    fd: int, rel_dir: str, descend: bool, guard: GuardView | None, base: str
+) -> list[_Listed]:
+    items: list[_Listed] = []
+    dev = os.fstat(fd).st_dev if guard is not None and guard.identities else 0
+    with os.scandir(fd) as entries:
+        for entry in entries:
+            name = entry.name
+            try:
+                if entry.is_symlink():
+                    kind: Kind = "symlink"
+                    regular = is_dir = False
+                else:
+                    is_dir = entry.is_dir(follow_symlinks=False)
+                    regular = not is_dir and entry.is_file(follow_symlinks=False)
+                    kind = "directory" if is_dir else "file"
+            except builtins.FileNotFoundError:
+                continue  # removed while we listed
+            if is_dir and guard is not None:
+                rel = name if not rel_dir else rel_dir + "/" + name
+                if guard.hides_identity(dev, entry.inode()) or guard.hides(_join(base, rel)):
+                    continue
+            items.append((name, name, kind, regular, False))
+            if is_dir and descend:
+                items.append((name + "/", name, kind, regular, True))
+    items.sort(key=lambda item: item[0])
+    return items
+
+
+def list_fd(fd: int, guard: GuardView | None = None, base: str = "/") -> list[tuple[str, Kind]]:
+    """The direct children of the (readable) directory ``fd``: ``(name, kind)`` sorted by name."""
+    return [(item[1], item[2]) for item in _listing(fd, "", False, guard, base)]
+
+
+def walk_fd(
+    top: int, *, max_depth: int | None = None, guard: GuardView | None = None, base: str = "/"
+) -> Generator[WalkItem, None, None]:
+    """Every entry beneath the readable directory ``top`` (not ``top`` itself), in path order.
+
+    Subdirectories are opened with ``O_NOFOLLOW`` relative to their parent, so the walk stays
+    inside ``top`` and lists directory symlinks as ``symlink`` without descending them.
+    Unreadable or vanished subdirectories are skipped. ``base`` is the tree path of ``top``
+    (for ``guard``). Closes every descriptor it opened, also when closed early; not ``top``.
+    """
+    if max_depth is not None and max_depth <= 0:
+        return
+    stack: list[tuple[int, str, Iterator[_Listed], int]] = []
+    try:
+        descend = max_depth is None or max_depth > 1
+        stack.append((top, "", iter(_listing(top, "", descend, guard, base)), 1))
+        while stack:
+            fd, rel_dir, items, depth = stack[-1]
+            item = next(items, None)
+            if item is None:
+                stack.pop()
+                if fd != top:
+                    os.close(fd)
+                continue
+            _, name, kind, regular, into = item
+            rel = name if not rel_dir else rel_dir + "/" + name
+            if not into:
+                yield (rel, name, kind, regular, fd)
+                continue
+            try:
+                child = os.open(name, O_DIR_NOFOLLOW, dir_fd=fd)
+            except OSError:
+                continue  # unreadable, replaced by a symlink, or gone: skip, as rg does
+            try:
+                deeper = max_depth is None or depth + 1 < max_depth
+                listing = _listing(child, rel, deeper, guard, base)
+            except OSError:
+                os.close(child)
+                continue
+            stack.append((child, rel, iter(listing), depth + 1))
+    finally:
+        for fd, *_ in stack:
+            if fd != top:
+                os.close(fd)
+
+
+async def glob_fd(
+    start: int,
+    plan: GlobPlan,
+    directory: str,
+    *,
+    guard: GuardView | None = None,
+    guard_base: str = "/",
+) -> AsyncIterator[DirEntry]:
+    """``glob`` under the directory whose path is ``directory``, yielding ``directory``-joined
+    paths. ``start`` is the readable fd of ``directory`` joined with the plan's literal prefix
+    (the caller resolved it), ``guard_base`` the guard's path for ``start``. Owns ``start``."""
+    prefix = "/".join(plan.literal_prefix)
+    depth = None if plan.max_depth is None else plan.max_depth - len(plan.literal_prefix)
+    walker = walk_fd(start, max_depth=depth, guard=guard, base=guard_base)
+    try:
+        for count, (rel, _, kind, _, _) in enumerate(walker, start=1):
+            full = prefix + "/" + rel if prefix else rel
+            if plan.match(full):
+                yield DirEntry(_join(directory, full), kind)
+            if count % CHECKPOINT_EVERY == 0:
+                await anyio.lowlevel.checkpoint()
+    finally:
+        walker.close()
+        os.close(start)
+
+
+_BIG_FILE = 4 << 20  # read files bigger than this on a worker thread
+
+
+async def grep_fd(
+    fd: int,
+    path: str,
+    query: GrepQuery,
+    *,
+    guard: GuardView | None = None,
+    guard_base: str = "/",
+) -> AsyncIterator[GrepResult]:
+    """``grep`` of the file or directory open as ``fd`` (readable), whose path is ``path``.
+
+    Files are read with ``O_NOFOLLOW`` (symlinks are skipped, as ripgrep skips them without
+    ``--follow``), images and files with a NUL in their first 8 KiB are skipped, the rest is
+    decoded as UTF-8 with replacement. Owns ``fd``. Stops after ``query.max_results`` hits.
+    """
+    try:
+        regex = compile_grep(query.pattern, case_insensitive=query.case_insensitive, path=path)
+        limit = query.max_results
+        if limit is not None and limit <= 0:
+            return
+        file_filter = compile_grep_glob(query.glob)
+        st = os.fstat(fd)
+        if not stat.S_ISDIR(st.st_mode):
+            if not stat.S_ISREG(st.st_mode):
+                return
+            name = path.rsplit("/", 1)[-1]
+            if (file_filter is not None and not file_filter(name)) or is_image_path(path):
+                return
+            data = await read_whole(fd, st.st_size)
+            for number, line in _hits(data, regex):
+                yield GrepResult(path, number, line)
+                if limit is not None:
+                    limit -= 1
+                    if limit <= 0:
+                        return
+            return
+        walker = walk_fd(fd, guard=guard, base=guard_base)
+        try:
+            for count, (rel, name, _, regular, parent) in enumerate(walker, start=1):
+                if count % CHECKPOINT_EVERY == 0:
+                    await anyio.lowlevel.checkpoint()
+                if not regular or (file_filter is not None and not file_filter(rel)):
+                    continue
+                if is_image_path(name):
+                    continue
+                try:
+                    child = os.open(
+                        name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | O_CLOEXEC, dir_fd=parent
+                    )
+                except OSError:
+                    continue  # unreadable or gone: skip, as rg does
+                try:
+                    data = await read_whole(child, os.fstat(child).st_size)
+                except OSError:
+                    continue
+                finally:
+                    os.close(child)
+                full = _join(path, rel)
+                for number, line in _hits(data, regex):
+                    yield GrepResult(full, number, line)
+                    if limit is not None:
+                        limit -= 1
+                        if limit <= 0:
+                            return
+        finally:
+            walker.close()
+    finally:
+        os.close(fd)
+
+
+async def read_whole(fd: int, size: int) -> bytes:
+    """The bytes of ``fd`` (of ``size`` by ``fstat``); big files are read on a worker thread."""
+    if size > _BIG_FILE:
+        return await anyio.to_thread.run_sync(read_fd, fd)
+    return read_fd(fd)
+
+
+def _hits(data: bytes, regex: re.Pattern[str]) -> list[tuple[int, str]]:
+    if looks_binary(data):
+        return []
+    return grep_lines(data.decode("utf-8", "replace"), regex)
