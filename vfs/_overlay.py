@@ -1,9 +1,414 @@
-"""Placeholder: being written."""
+"""``overlay_fs``: read-only layers of one namespace, earlier layers winning.
+
+Theory of operation
+-------------------
+Every layer is a tree rooted at the same ``/``. For a path, the first layer that has something
+there wins: ``stat``/``lstat`` answer the first answer that is not missing, ``read`` the first layer
+that has the file (a ``FileNotFoundError`` means "try the next layer"), ``open`` and ``readlink``
+are served by the winning layer. The overlay never writes: ``write``, ``delete`` and every POSIX
+change raise ``ReadOnlyMountError``, and open handles refuse writes.
+
+``list`` merges the layers' listings (unique by path, the earlier layer's entry winning), except
+that a layer holding the listed path as a non-directory hides the later layers' children there.
+Walks go through ``list``, so a file in an earlier layer hides a whole directory of a later one
+from ``glob`` (``glob_tree`` over the overlay itself). ``stat``/``read`` of a full path do not look
+at ancestors (that would cost a ``stat`` per ancestor and layer); through a mount the kernel
+resolves paths one segment at a time, so it never asks for a path beneath a file.
+
+``grep``/``search`` report only what ``read`` would return: each layer's native grep runs with the
+cap pushed down, and a hit from a later layer is dropped when an earlier layer has something at that
+path (one ``stat`` per earlier layer and hit file); :func:`vfs._pushdown.refilled` keeps the
+pushdown exact despite the dropped hits. Results are merged lazily and capped again.
+
+Failure isolation: a layer that raises something other than a :class:`PathError` (an ``OSError``
+or ``RuntimeError`` from a backend that is down) costs only its own files: it is skipped for that
+call, and the error is logged at debug level. ``stat``, ``lstat``, ``read``, ``grep`` and
+``search`` raise only when no layer served (then the first layer's error); ``list`` and ``glob``
+never raise. :class:`PathError`s are answers, not failures, and propagate (an invalid grep pattern,
+``IsADirectoryError`` from the winning layer).
+
+Changes: the first ``watch`` subscribes to every watchable layer and forwards its changes as they
+are (a change hidden by an earlier layer is forwarded too; over-invalidation is harmless).
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import builtins
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import replace
+from functools import partial
+from typing import NoReturn, TypeVar
+
+from ._errors import FileNotFoundError, PathError, ReadOnlyMountError
+from ._match import compile_grep
+from ._merge import grep_key, merge_sorted, path_key, search_key, take, unique_by_path
+from ._paths import ROOT, normalize_path
+from ._posix_view import posix_view
+from ._pushdown import aclose, refilled
+from ._types import (
+    MISSING,
+    Change,
+    ChangeCallback,
+    DirEntry,
+    FileInfo,
+    FileSystem,
+    GrepQuery,
+    GrepResult,
+    OpenFile,
+    SearchQuery,
+    SearchResult,
+    Watchable,
+)
+from ._walk import glob_tree
+from ._watch import Observers
+
+T = TypeVar("T")
+
+_log = logging.getLogger("vfs.overlay")
 
 
-def overlay_fs(*args: Any, **kwargs: Any) -> Any:
-    raise NotImplementedError("overlay_fs")
+def overlay_fs(layers: Sequence[FileSystem]) -> OverlayFileSystem:
+    """A read-only overlay of ``layers`` (at least one), the earlier layers winning.
+
+    The result implements :class:`FileSystem`, :class:`PosixFileSystem` and :class:`Watchable`.
+    """
+    return OverlayFileSystem(layers)
+
+
+def _skip(index: int, error: Exception) -> None:
+    _log.debug("overlay layer %d failed, skipped: %r", index, error, exc_info=error)
+
+
+class _Failures:
+    """The failures of one call, by layer; raised when every layer failed."""
+
+    __slots__ = ("errors", "layers")
+
+    def __init__(self, layers: int) -> None:
+        self.layers = layers
+        self.errors: dict[int, Exception] = {}
+
+    def add(self, index: int, error: Exception) -> None:
+        _skip(index, error)
+        self.errors.setdefault(index, error)
+
+    def raise_if_all_failed(self) -> None:
+        if self.errors and len(self.errors) == self.layers:
+            raise self.errors[min(self.errors)]
+
+
+async def _tolerant(
+    index: int,
+    start: Callable[[], AsyncIterator[T]],
+    failures: _Failures | None,
+) -> AsyncIterator[T]:
+    """A layer's stream that ends (instead of raising) when the layer fails.
+
+    With ``failures`` (grep, search), a :class:`PathError` is an answer and propagates and other
+    errors are recorded; without (list, glob), every error just ends the layer's stream.
+    """
+    try:
+        source = start()
+    except PathError:
+        if failures is not None:
+            raise
+        return
+    except Exception as error:
+        if failures is not None:
+            failures.add(index, error)
+        else:
+            _skip(index, error)
+        return
+    try:
+        async for item in source:
+            yield item
+    except PathError:
+        if failures is not None:
+            raise
+    except Exception as error:
+        if failures is not None:
+            failures.add(index, error)
+        else:
+            _skip(index, error)
+    finally:
+        await aclose(source)
+
+
+async def _served(
+    merged: AsyncIterator[T], cap: int | None, failures: _Failures
+) -> AsyncIterator[T]:
+    """The capped merge; at its end, the first layer's error when no layer served."""
+    capped = take(merged, cap)
+    try:
+        async for item in capped:
+            yield item
+    finally:
+        await aclose(capped)
+        await aclose(merged)
+    failures.raise_if_all_failed()
+
+
+class OverlayFileSystem:
+    """Read-only layers, earlier winning (see the module docstring)."""
+
+    __slots__ = ("_layers", "_observers", "_subscribed", "_views")
+
+    def __init__(self, layers: Sequence[FileSystem]) -> None:
+        if not layers:
+            raise ValueError("overlay_fs needs at least one layer")
+        self._layers = tuple(layers)
+        self._views = tuple(posix_view(layer) for layer in self._layers)
+        self._observers = Observers()
+        self._subscribed = False
+
+    def __repr__(self) -> str:
+        return f"overlay_fs({list(self._layers)!r})"
+
+    @property
+    def layers(self) -> tuple[FileSystem, ...]:
+        return self._layers
+
+    async def _quiet_stat(self, index: int, path: str) -> FileInfo:
+        """A layer's ``stat`` where any error means "nothing here" (hiding decisions)."""
+        try:
+            return await self._layers[index].stat(path)
+        except Exception as error:
+            _skip(index, error)
+            return MISSING
+
+    async def _first(self, path: str, *, follow: bool) -> tuple[int, FileInfo]:
+        """The winning layer and its answer; ``(-1, MISSING)`` when no layer has the path."""
+        failures = _Failures(len(self._layers))
+        for index, view in enumerate(self._views):
+            try:
+                info = await (view.stat(path) if follow else view.lstat(path))
+            except PathError:
+                raise
+            except Exception as error:
+                failures.add(index, error)
+                continue
+            if info.exists:
+                return index, info
+        failures.raise_if_all_failed()
+        return -1, MISSING
+
+    def _read_only(self, path: str) -> NoReturn:
+        raise ReadOnlyMountError(normalize_path(path))
+
+    # The eight verbs.
+
+    async def list(self, prefix: str = ROOT) -> AsyncIterator[DirEntry]:
+        path = normalize_path(prefix)
+        sources: list[AsyncIterator[DirEntry]] = []
+        last = len(self._layers) - 1
+        for index, layer in enumerate(self._layers):
+            sources.append(_tolerant(index, partial(layer.list, path), None))
+            if index == last or path == ROOT:
+                continue
+            if (await self._quiet_stat(index, path)).kind not in ("missing", "directory"):
+                break  # a file here hides the later layers' directory
+        merged = merge_sorted(sources, path_key)
+        unique = unique_by_path(merged)
+        try:
+            async for entry in unique:
+                yield entry
+        finally:
+            await aclose(unique)
+            await aclose(merged)
+
+    async def stat(self, path: str) -> FileInfo:
+        return (await self._first(normalize_path(path), follow=True))[1]
+
+    def glob(self, pattern: str, dir: str = ROOT) -> AsyncIterator[DirEntry]:
+        return glob_tree(self, pattern, dir)
+
+    async def read(self, path: str) -> str | bytes:
+        path = normalize_path(path)
+        failures = _Failures(len(self._layers))
+        for index, layer in enumerate(self._layers):
+            try:
+                return await layer.read(path)
+            except builtins.FileNotFoundError:
+                continue
+            except PathError:
+                raise
+            except Exception as error:
+                failures.add(index, error)
+        if failures.errors:
+            raise failures.errors[min(failures.errors)]
+        raise FileNotFoundError(path)
+
+    def grep(self, query: GrepQuery) -> AsyncIterator[GrepResult]:
+        path = normalize_path(query.path)
+        compile_grep(query.pattern, case_insensitive=query.case_insensitive, path=path)
+        query = replace(query, path=path)
+        failures = _Failures(len(self._layers))
+
+        def runner(layer: FileSystem) -> Callable[[int | None], AsyncIterator[GrepResult]]:
+            return lambda limit: layer.grep(replace(query, max_results=limit))
+
+        sources = [
+            self._layer_stream(index, runner(layer), query.max_results, failures)
+            for index, layer in enumerate(self._layers)
+        ]
+        return _served(merge_sorted(sources, grep_key), query.max_results, failures)
+
+    def _layer_stream(
+        self,
+        index: int,
+        run: Callable[[int | None], AsyncIterator[T]],
+        cap: int | None,
+        failures: _Failures,
+    ) -> AsyncIterator[T]:
+        """Layer ``index``'s hits in files no earlier layer has, with ``cap`` pushed down."""
+        if index == 0:
+            return _tolerant(index, lambda: run(cap), failures)
+        last: list[object] = [None, False]  # hits arrive grouped by file: remember the last one
+
+        async def keep(item: T) -> bool:
+            path: str = item.path  # type: ignore[attr-defined]
+            if last[0] != path:
+                last[0] = path
+                last[1] = await self._unclaimed(path, index)
+            return bool(last[1])
+
+        return _tolerant(index, lambda: refilled(run, cap, keep), failures)
+
+    async def _unclaimed(self, path: str, index: int) -> bool:
+        """No layer before ``index`` has anything at ``path``."""
+        for earlier in range(index):
+            if (await self._quiet_stat(earlier, path)).exists:
+                return False
+        return True
+
+    async def write(self, path: str, contents: str | bytes) -> None:
+        self._read_only(path)
+
+    async def delete(self, path: str) -> None:
+        self._read_only(path)
+
+    def search(self, query: SearchQuery) -> AsyncIterator[SearchResult]:
+        query = replace(query, path=normalize_path(query.path))
+        failures = _Failures(len(self._layers))
+
+        def runner(layer: FileSystem) -> Callable[[int | None], AsyncIterator[SearchResult]]:
+            return lambda limit: layer.search(replace(query, max_results=limit))
+
+        sources = [
+            self._layer_stream(index, runner(layer), query.max_results, failures)
+            for index, layer in enumerate(self._layers)
+        ]
+        return _served(merge_sorted(sources, search_key), query.max_results, failures)
+
+    # The POSIX extension.
+
+    async def lstat(self, path: str) -> FileInfo:
+        return (await self._first(normalize_path(path), follow=False))[1]
+
+    async def open(
+        self,
+        path: str,
+        *,
+        create: bool = False,
+        exclusive: bool = False,
+        truncate: bool = False,
+        mode: int = 0o644,
+        uid: int | None = None,
+        gid: int | None = None,
+    ) -> OpenFile:
+        path = normalize_path(path)
+        if create or truncate:
+            raise ReadOnlyMountError(path)
+        index, _ = await self._first(path, follow=True)
+        if index < 0:
+            raise FileNotFoundError(path)
+        return _ReadOnlyFile(await self._views[index].open(path), path)
+
+    async def mkdir(
+        self, path: str, mode: int = 0o755, *, uid: int | None = None, gid: int | None = None
+    ) -> None:
+        self._read_only(path)
+
+    async def rmdir(self, path: str) -> None:
+        self._read_only(path)
+
+    async def unlink(self, path: str) -> None:
+        self._read_only(path)
+
+    async def rename(
+        self, src: str, dst: str, *, noreplace: bool = False, exchange: bool = False
+    ) -> None:
+        self._read_only(src)
+
+    async def setattr(
+        self,
+        path: str,
+        *,
+        size: int | None = None,
+        mode: int | None = None,
+        uid: int | None = None,
+        gid: int | None = None,
+        atime_ns: int | None = None,
+        mtime_ns: int | None = None,
+    ) -> FileInfo:
+        if (size, mode, uid, gid, atime_ns, mtime_ns) != (None,) * 6:
+            self._read_only(path)
+        path = normalize_path(path)
+        info = await self.lstat(path)
+        if not info.exists:
+            raise FileNotFoundError(path)
+        return info
+
+    async def symlink(
+        self, path: str, target: str, *, uid: int | None = None, gid: int | None = None
+    ) -> None:
+        self._read_only(path)
+
+    async def readlink(self, path: str) -> str:
+        path = normalize_path(path)
+        index, _ = await self._first(path, follow=False)
+        if index < 0:
+            raise FileNotFoundError(path)
+        return await self._views[index].readlink(path)
+
+    # Changes.
+
+    def watch(self, callback: ChangeCallback) -> Callable[[], None]:
+        if not self._subscribed:
+            self._subscribed = True
+            for layer in self._layers:
+                if isinstance(layer, Watchable):
+                    layer.watch(self._forward)
+        return self._observers.subscribe(callback)
+
+    def _forward(self, change: Change) -> Awaitable[None] | None:
+        return self._observers.notify(change)
+
+
+class _ReadOnlyFile:
+    """A handle of the winning layer that refuses writes."""
+
+    __slots__ = ("_file", "_path")
+
+    def __init__(self, file: OpenFile, path: str) -> None:
+        self._file = file
+        self._path = path
+
+    async def read(self, offset: int, size: int) -> bytes:
+        return await self._file.read(offset, size)
+
+    async def write(self, offset: int, data: bytes) -> int:
+        raise ReadOnlyMountError(self._path)
+
+    async def truncate(self, size: int) -> None:
+        raise ReadOnlyMountError(self._path)
+
+    async def flush(self) -> None:
+        """Nothing to write back: the handle never changes the file."""
+
+    async def fsync(self, datasync: bool = False) -> None:
+        """Nothing to write back: the handle never changes the file."""
+
+    async def close(self) -> None:
+        await self._file.close()
