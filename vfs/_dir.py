@@ -237,8 +237,10 @@ class DirFileSystem:
             if error.errno in _MISSING:
                 return
             raise os_error(error, directory) from None
-        async for entry in glob_fd(fd, plan, directory, guard=guard, guard_base=canonical):
-            yield entry
+        entries = glob_fd(fd, plan, directory, guard=guard, guard_base=canonical)
+        async with contextlib.aclosing(entries):
+            async for entry in entries:
+                yield entry
 
     async def read(self, path: str) -> str | bytes:
         path = normalize_path(path)
@@ -270,8 +272,10 @@ class DirFileSystem:
             if error.errno in _MISSING:
                 return  # a missing virtual path yields nothing
             raise os_error(error, root) from None
-        async for hit in grep_fd(fd, root, query, guard=guard, guard_base=canonical):
-            yield hit
+        hits = grep_fd(fd, root, query, guard=guard, guard_base=canonical)
+        async with contextlib.aclosing(hits):
+            async for hit in hits:
+                yield hit
 
     async def write(self, path: str, contents: str | bytes) -> None:
         path = normalize_path(path)

@@ -47,7 +47,7 @@ import re
 import secrets
 import stat
 import threading
-from collections.abc import AsyncIterator, Callable, Generator, Iterator
+from collections.abc import AsyncGenerator, Callable, Generator, Iterator
 from dataclasses import dataclass
 
 import anyio.lowlevel
@@ -547,7 +547,7 @@ async def glob_fd(
     *,
     guard: GuardView | None = None,
     guard_base: str = "/",
-) -> AsyncIterator[DirEntry]:
+) -> AsyncGenerator[DirEntry, None]:
     """``glob`` under the directory whose path is ``directory``, yielding ``directory``-joined
     paths. ``start`` is the readable fd of ``directory`` joined with the plan's literal prefix
     (the caller resolved it), ``guard_base`` the guard's path for ``start``. Owns ``start``."""
@@ -576,7 +576,7 @@ async def grep_fd(
     *,
     guard: GuardView | None = None,
     guard_base: str = "/",
-) -> AsyncIterator[GrepResult]:
+) -> AsyncGenerator[GrepResult, None]:
     """``grep`` of the file or directory open as ``fd`` (readable), whose path is ``path``.
 
     Files are read with ``O_NOFOLLOW`` (symlinks are skipped, as ripgrep skips them without
