@@ -588,6 +588,16 @@ async def grep_sorted_every_hit(h: Harness) -> None:
     assert all(isinstance(hit, vfs.GrepResult) for hit in hits)
 
 
+async def grep_line_anchors(h: Harness) -> None:
+    """Patterns match per line: ``^`` and ``$`` anchor at each line's start and end."""
+    s = await h.seeded()
+    files = h.seed()
+    for pattern in ["^beta", "beta$", "^TODO", "TODO$", "^// TODO", "gamma$", "^$"]:
+        assert await grepped(s, q(pattern, s.p("/"))) == model_grep(files, pattern), pattern
+    if h.caps.seedable:
+        assert await grepped(s, q("^beta", s.p("/a.txt"))) == [("/a.txt", 2, "beta")]
+
+
 async def grep_glob_basename(h: Harness) -> None:
     """A slash-free ``glob`` matches the basename at any depth under ``path``."""
     s = await h.seeded()
@@ -977,6 +987,7 @@ RULES: tuple[Rule, ...] = (
     _rule(glob_missing_is_empty),
     _rule(glob_sorted_unique),
     _rule(grep_sorted_every_hit),
+    _rule(grep_line_anchors),
     _rule(grep_glob_basename),
     _rule(grep_glob_with_slash),
     _rule(grep_path_scope),
