@@ -78,7 +78,10 @@ def compile_grep(pattern: str, *, case_insensitive: bool, path: str) -> re.Patte
 
 def grep_lines(text: str, regex: re.Pattern[str]) -> list[tuple[int, str]]:
     """``(line_number, line)`` of each matching line, 1-based, without line terminators."""
-    if regex.search(text) is None:
+    # One search over the whole text rejects most files at C speed. MULTILINE keeps ``^``/``$``
+    # anchoring at line boundaries, so a line that matches alone also matches here (re caches
+    # the compiled variant).
+    if re.compile(regex.pattern, regex.flags | re.MULTILINE).search(text) is None:
         return []
     hits = []
     for number, line in enumerate(text.split("\n"), start=1):

@@ -10,6 +10,7 @@ user trees fall back to these.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from contextlib import aclosing
 
 from ._match import compile_glob, compile_grep, compile_grep_glob, grep_lines
 from ._paths import base_name, join_path, normalize_path, relative_to
@@ -33,8 +34,9 @@ async def walk(
     deeper = None if max_depth is None else max_depth - 1
     for _, entry, descend in keyed:
         if descend:
-            async for child in walk(fs, entry.path, deeper):
-                yield child
+            async with aclosing(walk(fs, entry.path, deeper)) as children:
+                async for child in children:
+                    yield child
         else:
             yield entry
 
@@ -49,9 +51,10 @@ async def glob_tree(fs: FileSystem, pattern: str, dir: str = "/") -> AsyncIterat
     if start != directory and (await fs.stat(start)).kind != "directory":
         return
     depth = None if plan.max_depth is None else plan.max_depth - len(plan.literal_prefix)
-    async for entry in walk(fs, start, depth):
-        if plan.match(relative_to(entry.path, directory)):
-            yield entry
+    async with aclosing(walk(fs, start, depth)) as entries:
+        async for entry in entries:
+            if plan.match(relative_to(entry.path, directory)):
+                yield entry
 
 
 async def grep_tree(fs: FileSystem, query: GrepQuery) -> AsyncIterator[GrepResult]:
@@ -69,22 +72,23 @@ async def grep_tree(fs: FileSystem, query: GrepQuery) -> AsyncIterator[GrepResul
     else:
         return
     count = 0
-    async for path in candidates:
-        if file_filter is not None:
-            rel = base_name(path) if path == root else relative_to(path, root)
-            if not file_filter(rel):
+    async with aclosing(candidates) as paths:
+        async for path in paths:
+            if file_filter is not None:
+                rel = base_name(path) if path == root else relative_to(path, root)
+                if not file_filter(rel):
+                    continue
+            try:
+                text = await fs.read(path)
+            except FileNotFoundError:
+                continue  # removed while we walked
+            if not isinstance(text, str) or "\0" in text[:8192]:
                 continue
-        try:
-            text = await fs.read(path)
-        except FileNotFoundError:
-            continue  # removed while we walked
-        if not isinstance(text, str) or "\0" in text[:8192]:
-            continue
-        for number, line in grep_lines(text, regex):
-            yield GrepResult(path, number, line)
-            count += 1
-            if query.max_results is not None and count >= query.max_results:
-                return
+            for number, line in grep_lines(text, regex):
+                yield GrepResult(path, number, line)
+                count += 1
+                if query.max_results is not None and count >= query.max_results:
+                    return
 
 
 async def _single(path: str) -> AsyncIterator[str]:
@@ -92,6 +96,7 @@ async def _single(path: str) -> AsyncIterator[str]:
 
 
 async def _files_under(fs: FileSystem, root: str) -> AsyncIterator[str]:
-    async for entry in walk(fs, root):
-        if entry.kind == "file":
-            yield entry.path
+    async with aclosing(walk(fs, root)) as entries:
+        async for entry in entries:
+            if entry.kind == "file":
+                yield entry.path
