@@ -35,6 +35,7 @@ import trio
 
 import vfs
 
+from . import Mount, MountOptions, mounted
 from . import _registry as registry
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -52,7 +53,7 @@ class Served:
 async def serve_until_signalled(
     fs: vfs.FileSystem,
     mountpoint: str,
-    options: object,
+    options: MountOptions,
     *,
     spec: str,
     description: str,
@@ -61,10 +62,8 @@ async def serve_until_signalled(
 ) -> Served:
     """Mount ``fs`` at ``mountpoint`` and serve until SIGINT/SIGTERM/SIGHUP or an outside
     unmount; the mount is gone when this returns."""
-    from . import mounted  # core's serving API; imported late so `status` works without it
-
     with trio.open_signal_receiver(*SIGNALS) as signals:
-        async with mounted(fs, mountpoint, options) as mount:  # type: ignore[arg-type]
+        async with mounted(fs, mountpoint, options) as mount:
             pid = os.getpid()
             state = registry.MountState(
                 mountpoint=mountpoint,
@@ -93,11 +92,11 @@ async def serve_until_signalled(
     return outcome
 
 
-async def _refresh(mount: object, state: registry.MountState, scope: trio.CancelScope) -> None:
+async def _refresh(mount: Mount, state: registry.MountState, scope: trio.CancelScope) -> None:
     """Keep the state file's counters current; end serving if the mount vanished."""
     while True:
         await trio.sleep(REFRESH_SECONDS)
-        counters = dict(mount.counters)  # type: ignore[attr-defined]  # copied on the trio thread
+        counters = dict(mount.counters)  # copied on the trio thread, where it changes
         await trio.to_thread.run_sync(registry.write_state, replace(state, counters=counters))
         entry = await trio.to_thread.run_sync(registry.mount_at, state.mountpoint)
         if entry is None:
@@ -121,7 +120,7 @@ class Launched:
 
 
 def launch(child_args: Sequence[str], mountpoint: str, timeout: float) -> Launched:
-    """Start ``python -m mountd <child_args> --ready-fd N`` detached and wait until it reports
+    """Start ``python -m mountd mount --ready-fd N <child_args>`` detached; wait until it reports
     the mount live, it exits, or ``timeout`` seconds pass (then it is terminated)."""
     registry.state_dir(create=True)
     log_path = registry.log_path(mountpoint)
@@ -129,7 +128,15 @@ def launch(child_args: Sequence[str], mountpoint: str, timeout: float) -> Launch
     try:
         with open(log_path, "wb") as log:
             child = subprocess.Popen(
-                [sys.executable, "-m", "mountd", *child_args, "--ready-fd", str(write_end)],
+                [
+                    sys.executable,
+                    "-m",
+                    "mountd",
+                    "mount",
+                    "--ready-fd",
+                    str(write_end),
+                    *child_args,
+                ],
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,

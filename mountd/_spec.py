@@ -35,7 +35,8 @@ empty     no keys. No files; writes fail as read-only.
 union     ``mounts``: table of mount prefix -> layer (required, at least one). Prefixes are
           absolute and normalized (``"/tmp"``, not ``"/tmp/"`` or ``"tmp"``).
 overlay   ``layers``: array of layers, earliest wins (required, at least one).
-host      ``files``: table of absolute path -> text (optional), ``scope``: string (optional).
+host      ``files``: table of absolute path -> text (optional), ``scope``: string (default
+          ``"default"``).
           ``host_fs`` over an in-process ``InMemoryHostFiles``, for trying host-backed roots.
 ========  ==============================================================================
 
@@ -110,7 +111,7 @@ class OverlayLayer:
 @dataclass(frozen=True)
 class HostLayer:
     files: tuple[tuple[str, str], ...] = ()
-    scope: str | None = None
+    scope: str = "default"
 
 
 Layer: TypeAlias = "TempLayer | DirLayer | EmptyLayer | UnionLayer | OverlayLayer | HostLayer"
@@ -223,8 +224,8 @@ class _Checker:
             self.keys(value, key, required=("type", "layers"), optional=(), what=what)
             return OverlayLayer(self.layers(value["layers"], _join(key, "layers")))
         self.keys(value, key, required=("type",), optional=("files", "scope"), what=what)
-        scope = value.get("scope")
-        if scope is not None and not isinstance(scope, str):
+        scope = value.get("scope", "default")
+        if not isinstance(scope, str):
             raise self.fail(_join(key, "scope"), f"expected a string, got {_show(scope)}")
         return HostLayer(self.files(value, key), scope)
 
@@ -368,10 +369,7 @@ def build(layer: Layer) -> vfs.FileSystem:
 
 
 def _build_host(layer: HostLayer) -> vfs.FileSystem:
-    files = vfs.InMemoryHostFiles(dict(layer.files))
-    if layer.scope is None:
-        return vfs.host_fs(files)
-    return vfs.host_fs(files, layer.scope)
+    return vfs.host_fs(vfs.InMemoryHostFiles(dict(layer.files), scope=layer.scope), layer.scope)
 
 
 def describe(layer: Layer) -> str:

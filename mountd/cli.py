@@ -30,6 +30,10 @@ from typing import Any, NoReturn
 
 import vfs
 
+if sys.version_info < (3, 11):  # pragma: no cover - trio brings the backport on 3.10
+    from exceptiongroup import BaseExceptionGroup
+
+from . import MountOptions
 from . import _registry as registry
 from ._spec import SpecError, build, default_layer, describe, load_spec
 
@@ -240,15 +244,14 @@ def _source(spec_arg: str | None, factory: str | None) -> Source:
     """Check what to serve, before anything touches the mountpoint."""
     if factory:
         function = _factory_function(factory)
-        return Source(f"factory {factory}", f"the tree from {factory}()", function)
+        return Source(f"factory {factory}", f"the tree {factory}() returns", function)
     if spec_arg is not None:
         layer = load_spec(spec_arg)
         return Source(os.path.abspath(spec_arg), describe(layer), lambda: build(layer))
     cwd = os.getcwd()
     layer = default_layer(cwd)
-    return Source(
-        "default", f"{cwd} read-only at /, with a writable in-memory /tmp", lambda: build(layer)
-    )
+    description = f"{cwd} read-only as its root, with a writable in-memory /tmp"
+    return Source("default", description, lambda: build(layer))
 
 
 def _factory_function(reference: str) -> Callable[[], Any]:
@@ -298,14 +301,13 @@ def _prepare_mountpoint(mountpoint_arg: str) -> str:
     return path
 
 
-def _options(args: argparse.Namespace) -> Any:
-    from . import MountOptions  # core's options type
-
+def _options(args: argparse.Namespace) -> MountOptions:
     return MountOptions(
         allow_other=args.allow_other,
         read_only=args.read_only,
         entry_timeout=args.cache_timeout,
         attr_timeout=args.cache_timeout,
+        negative_timeout=args.cache_timeout,
         debug=args.debug,
     )
 
@@ -322,7 +324,7 @@ def _mount_in_foreground(args: argparse.Namespace, mountpoint: str, source: Sour
             else f"Ctrl-C or `mountd unmount {mountpoint}`"
         )
         print(
-            f"mountd: serving {source.description} at {mountpoint} (pid {os.getpid()}); stop with {how}",
+            f"mountd: {mountpoint} is live: {source.description} (pid {os.getpid()}); stop with {how}",
             flush=True,
         )
 
@@ -343,8 +345,21 @@ def _mount_in_foreground(args: argparse.Namespace, mountpoint: str, source: Sour
 
     try:
         return trio.run(run)
-    except (OSError, RuntimeError) as error:
-        raise Failure(f"cannot mount {mountpoint}: {error}") from None
+    except Exception as error:
+        # trio wraps errors raised inside nurseries in exception groups; report the one inside.
+        leaf = _only_leaf(error)
+        if isinstance(leaf, (Failure, UsageError, SpecError)):
+            raise leaf from None
+        if isinstance(leaf, (OSError, RuntimeError)):
+            raise Failure(f"serving {mountpoint} failed: {leaf}") from None
+        raise
+
+
+def _only_leaf(error: BaseException) -> BaseException:
+    """The single exception inside (nested) one-member exception groups, else ``error``."""
+    while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
+        error = error.exceptions[0]
+    return error
 
 
 async def _make_tree(source: Source) -> vfs.FileSystem:
@@ -368,7 +383,7 @@ def _mount_in_background(
 ) -> int:
     from ._daemon import launch
 
-    child_args = ["mount", "--cache-timeout", repr(args.cache_timeout)]
+    child_args = ["--cache-timeout", repr(args.cache_timeout)]
     child_args += [
         flag
         for flag, on in (
@@ -388,7 +403,7 @@ def _mount_in_background(
         )
         raise Failure(f"{launched.problem}; nothing is mounted at {mountpoint}")
     print(
-        f"mountd: serving {source.description} at {mountpoint} (pid {launched.pid}, log {launched.log}); "
+        f"mountd: {mountpoint} is live: {source.description} (pid {launched.pid}, log {launched.log}); "
         f"stop with `mountd unmount {mountpoint}`",
         flush=True,
     )
@@ -462,9 +477,12 @@ def _status(args: argparse.Namespace) -> int:
         mounted.add(entry.mountpoint)
         state = registry.read_state(entry.mountpoint)
         health = registry.probe(entry.mountpoint)
-        pid_alive = state is not None and registry.process_alive(state.pid, state.pid_start)
-        if health == "live" and state is not None and not pid_alive:
-            health = "dead"  # served by someone else now? the record is at least stale
+        if (
+            state is not None
+            and not registry.process_alive(state.pid, state.pid_start)
+            and health == "live"
+        ):
+            state = None  # something else serves it now; the record is from a daemon long gone
         rows.append(
             {
                 "mountpoint": entry.mountpoint,
@@ -503,17 +521,11 @@ def _status_text(row: dict[str, Any]) -> str:
         head += f"  up {_duration(time.time() - row['started'])}"
     lines = [head]
     if row["spec"] is None:
-        lines.append("  spec: unknown (no record of this mount in the state directory)")
+        lines.append("  spec: unknown (not started by the mountd command, or by another user)")
     else:
-        spec = row["spec"]
-        lines.append(
-            f"  spec: {spec}"
-            + (
-                f": {row['description']}"
-                if row["description"] and spec != row["description"]
-                else ""
-            )
-        )
+        lines.append(f"  spec: {row['spec']}")
+        if row["description"]:
+            lines.append(f"  tree: {row['description']}")
     counters = row["counters"]
     if counters:
         lines.append(

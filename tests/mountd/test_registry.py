@@ -97,7 +97,9 @@ def test_state_dir_choice(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
     assert registry.state_dir() == tmp_path / "agentroot-mountd-1234"
 
 
-def test_state_dir_owned_by_someone_else_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_state_dir_owned_by_someone_else_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
     (tmp_path / "agentroot-mountd").mkdir(mode=0o755)
     os.chown(tmp_path / "agentroot-mountd", 4321, 4321)
