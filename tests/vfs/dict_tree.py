@@ -57,9 +57,8 @@ class DictTree:
             return vfs.FileInfo("file", size=len(self.files[path]))
         return vfs.FileInfo(kind)
 
-    async def glob(self, pattern: str, dir: str = "/") -> AsyncIterator[vfs.DirEntry]:
-        async for entry in vfs.glob_tree(self, pattern, dir):
-            yield entry
+    def glob(self, pattern: str, dir: str = "/") -> AsyncIterator[vfs.DirEntry]:
+        return vfs.glob_tree(self, pattern, dir)
 
     async def read(self, path: str) -> str | bytes:
         path = normalize_path(path)
@@ -68,9 +67,8 @@ class DictTree:
         self.reads += 1
         return decode_contents(path, self.files[path])
 
-    async def grep(self, query: vfs.GrepQuery) -> AsyncIterator[vfs.GrepResult]:
-        async for hit in vfs.grep_tree(self, query):
-            yield hit
+    def grep(self, query: vfs.GrepQuery) -> AsyncIterator[vfs.GrepResult]:
+        return vfs.grep_tree(self, query)
 
     async def write(self, path: str, contents: str | bytes) -> None:
         path = normalize_path(path)

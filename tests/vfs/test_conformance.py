@@ -112,7 +112,7 @@ async def build_overlay_split(tmp: Path, files: Files) -> Subject:
 
 
 async def build_host(tmp: Path, files: Files) -> Subject:
-    return Subject(vfs.host_fs(vfs.InMemoryHostFiles(dict(files)), "/"))  # type: ignore[call-arg]
+    return Subject(vfs.host_fs(vfs.InMemoryHostFiles(files, scope="agent"), "agent"))
 
 
 async def build_dir(tmp: Path, files: Files) -> Subject:
@@ -142,16 +142,16 @@ COMPOSITIONS = [
     Composition("dict_tree", Capabilities(), build_dict_tree),
     Composition("temp", Capabilities(has_posix=True), build_temp),
     Composition("empty", Capabilities(writable=False, seedable=False), build_empty),
-    Composition("union_single", Capabilities(), build_union_single),
-    Composition("union_multi", Capabilities(), build_union_multi),
-    Composition("union_mixed", Capabilities(), build_union_mixed),
+    Composition("union_single", Capabilities(has_posix=True), build_union_single),
+    Composition("union_multi", Capabilities(has_posix=True), build_union_multi),
+    Composition("union_mixed", Capabilities(has_posix=True), build_union_mixed),
     Composition("overlay", READ_ONLY, build_overlay),
     Composition("overlay_split", READ_ONLY, build_overlay_split),
     Composition("host", Capabilities(), build_host),
     Composition("dir", Capabilities(has_posix=True), build_dir),
     Composition("dir_read_only", READ_ONLY, build_dir_read_only),
     Composition("local", Capabilities(host_paths=True), build_local),
-    Composition("posix_view", Capabilities(), build_posix_view),
+    Composition("posix_view", Capabilities(has_posix=True), build_posix_view),
 ]
 
 

@@ -310,7 +310,7 @@ class DirMachine(FileSystemMachine):
 class HostMachine(FileSystemMachine):
     def prepare(self, data: st.DataObject) -> Build:
         async def build() -> vfs.FileSystem:
-            return vfs.host_fs(vfs.InMemoryHostFiles({}), "/")  # type: ignore[call-arg]
+            return vfs.host_fs(vfs.InMemoryHostFiles(scope="agent"), "agent")
 
         return build
 
