@@ -19,6 +19,7 @@ import argparse
 import importlib
 import inspect
 import json
+import logging
 import os
 import signal
 import sys
@@ -282,10 +283,11 @@ def _prepare_mountpoint(mountpoint_arg: str) -> str:
     path = registry.canonical(mountpoint_arg)
     while (entry := registry.mount_at(path)) is not None:
         health = registry.probe(path)
-        if health in ("live", "unreachable"):
+        if health != "dead":
             state = registry.read_state(path)
             owner = f" (pid {state.pid})" if state is not None else ""
-            raise Failure(f"{path} is already mounted{owner}; run `mountd unmount {path}` first")
+            why = "is already mounted" if health != "hung" else "is mounted by a daemon that hangs"
+            raise Failure(f"{path} {why}{owner}; run `mountd unmount {path}` first")
         try:
             registry.detach(entry.mountpoint)
         except registry.DetachError as error:
@@ -316,6 +318,11 @@ def _mount_in_foreground(args: argparse.Namespace, mountpoint: str, source: Sour
     import trio
 
     from ._daemon import serve_until_signalled
+
+    # The daemon's own log lines (an EIO's traceback, a cleared stale mount) go to stderr.
+    logging.basicConfig(
+        level=logging.DEBUG if args.debug else logging.WARNING, format="mountd: %(message)s"
+    )
 
     def announce() -> None:
         how = (
@@ -351,7 +358,10 @@ def _mount_in_foreground(args: argparse.Namespace, mountpoint: str, source: Sour
         if isinstance(leaf, (Failure, UsageError, SpecError)):
             raise leaf from None
         if isinstance(leaf, (OSError, RuntimeError)):
-            raise Failure(f"serving {mountpoint} failed: {leaf}") from None
+            hint = ""
+            if not os.access("/dev/fuse", os.R_OK | os.W_OK):
+                hint = " (this user cannot open /dev/fuse: run as root, or make it mode 0666)"
+            raise Failure(f"serving {mountpoint} failed: {leaf}{hint}") from None
         raise
 
 
@@ -532,7 +542,8 @@ def _status_text(row: dict[str, Any]) -> str:
             "  ops:  " + " ".join(f"{name}={count}" for name, count in sorted(counters.items()))
         )
     if state in ("dead", "hung"):
-        lines.append(f"  its daemon is gone; clear it with `mountd unmount {row['mountpoint']}`")
+        why = "is gone" if state == "dead" else "does not answer"
+        lines.append(f"  its daemon {why}; clear it with `mountd unmount {row['mountpoint']}`")
     return "\n".join(lines)
 
 

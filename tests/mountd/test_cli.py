@@ -52,7 +52,7 @@ def wait_for(predicate: Any, timeout: float = 10.0) -> bool:
 @pytest.fixture
 def mnt(tmp_path: Path) -> Iterator[Path]:
     """A mountpoint (not created); whatever a test leaves mounted there is cleared afterwards."""
-    path = tmp_path / "mnt"
+    path = tmp_path / "mount point"  # mountinfo escapes the space as \040
     yield path
     canonical = registry.canonical(path)
     state = registry.read_state(canonical)
