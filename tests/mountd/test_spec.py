@@ -9,6 +9,8 @@ from typing import Any
 
 import anyio
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import vfs
 from mountd._spec import (
@@ -20,10 +22,12 @@ from mountd._spec import (
     TempLayer,
     UnionLayer,
     build,
+    build_tree,
     default_layer,
     describe,
     load_spec,
     parse_spec,
+    tomllib,  # the stdlib's, or tomli on 3.10
 )
 
 
@@ -252,7 +256,9 @@ def test_built_nested_union_inside_overlay(tree: Path) -> None:
 
 def test_built_default_root(tmp_path: Path) -> None:
     (tmp_path / "project.txt").write_text("mine")
-    fs = build(default_layer(tmp_path))
+    built = build_tree(default_layer(tmp_path))
+    assert built.description == f"union(/ = dir {tmp_path} (read-only), /tmp = temp)"
+    fs = built.fs
 
     async def check() -> None:
         assert await fs.read("/project.txt") == "mine"
@@ -461,3 +467,20 @@ def test_keys_that_are_not_bare_are_quoted(tree: Path) -> None:
     with pytest.raises(SpecError) as error:
         parse_spec(text, file="s.toml", base_dir=tree)
     assert error.value.key == 'root.mounts."/a b".files."/x"'
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=12))
+def test_error_keys_are_toml_keys_that_address_the_bad_entry(name: str) -> None:
+    """Whatever the file name, the key in the error, read back as TOML, leads to that entry."""
+    document = {"root": {"type": "temp", "files": {name: 1}}}
+    text = f'root = {{ type = "temp", files = {{ {_quote_key(name)} = 1 }} }}\n'
+    assert tomllib.loads(text) == document
+    with pytest.raises(SpecError) as error:
+        parse_spec(text, file="s.toml", base_dir=Path("/"))
+    assert error.value.key is not None
+    assert tomllib.loads(f"{error.value.key} = 1\n") == {"root": {"files": {name: 1}}}
+
+
+def _quote_key(name: str) -> str:
+    return '"' + "".join(f"\\U{ord(c):08x}" for c in name) + '"'  # every character escaped
