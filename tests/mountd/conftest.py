@@ -23,6 +23,7 @@ Mounted kinds carry the ``mount`` marker; the tmpfs references do not, so they r
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import os
 import shutil
@@ -118,22 +119,22 @@ class Roots:
             return _with_sample(self._mount(compositions.temp, "temp"))
         if kind == "dir_rw":
             host = self._dir("host-rw")
-            return _with_sample(self._mount(lambda: compositions.dir_rw(host), "dir-rw"))
+            return _with_sample(self._mount(functools.partial(compositions.dir_rw, host), "dir-rw"))
         if kind == "dir_ro":
             host = self._dir("host-ro")
             _with_sample(host)
-            return self._mount(lambda: compositions.dir_ro(host), "dir-ro")
+            return self._mount(functools.partial(compositions.dir_ro, host), "dir-ro")
         if kind in ("union", "union_host"):
             if "union" not in self._bases:
                 host = self._dir("host-union")
-                mountpoint = self._mount(lambda: compositions.union(host), "union")
+                mountpoint = self._mount(functools.partial(compositions.union, host), "union")
                 self._bases["union"] = _with_sample(mountpoint)
             base = self._bases["union"]
             return base if kind == "union" else _with_sample(base / "host")
         if kind == "overlay":
             lower, upper = self._dir("overlay-lower"), self._dir("overlay-upper")
             compositions.fill_overlay_layers(lower, upper)
-            return self._mount(lambda: compositions.overlay(lower, upper), "overlay")
+            return self._mount(functools.partial(compositions.overlay, lower, upper), "overlay")
         raise AssertionError(f"unknown root kind {kind!r}")
 
 

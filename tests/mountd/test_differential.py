@@ -43,8 +43,11 @@ NAMES = ("a", "b", "c")
 PATHS = NAMES + tuple(f"{x}/{y}" for x in NAMES[:2] for y in NAMES)
 MODES = (0o644, 0o600, 0o755, 0o700, 0o000, 0o777, 0o4755)
 DIFF_KINDS = ("tmpfs", "temp", "dir_rw", "union", "union_host")
+# CI runs a bounded number; soak locally with e.g. AGENTROOT_DIFF_EXAMPLES=2000.
+MAX_EXAMPLES = int(os.environ.get("AGENTROOT_DIFF_EXAMPLES", "60"))
 
-paths = st.sampled_from(PATHS)
+# Top-level names twice as often: nested paths fail with ENOENT until their parent exists.
+paths = st.sampled_from(PATHS + NAMES)
 modes = st.sampled_from(MODES)
 offsets = st.sampled_from((0, 1, 5, 100, 4095, 4096, 70_000))
 sizes = st.sampled_from((0, 1, 3, 10, 4096, 100_000))
@@ -263,9 +266,22 @@ def empty(base: Path) -> None:
     assert os.listdir(base) == []
 
 
+# Every example starts from this tree, so early steps meet existing files and directories.
+SEED: tuple[Op, ...] = (
+    Mkdir("a", 0o755),
+    Create("b", False, False, 0o644),
+    Write("b", 0, b"hello"),
+    Create("a/a", False, False, 0o600),
+    Write("a/a", 0, b"x" * 5000),
+)
+
+
 def check_same(mounted: Path, reference: Path, steps: list[Op]) -> None:
     empty(mounted)
     empty(reference)
+    for op in SEED:
+        op.run(mounted)
+        op.run(reference)
     for i, op in enumerate(steps):
         got = outcome(_bound(op, mounted))
         if isinstance(op, Rename) and op.flags == RENAME_EXCHANGE and got == ("err", "EINVAL"):
@@ -286,7 +302,7 @@ def pair(request: pytest.FixtureRequest, roots: Roots) -> tuple[Path, Path]:
 
 
 @settings(
-    max_examples=60,
+    max_examples=MAX_EXAMPLES,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )

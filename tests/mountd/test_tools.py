@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from . import trees
-from .conftest import Root
+from .conftest import Root, kind_params
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -178,7 +178,10 @@ def test_venv_without_pip_and_import(rw_root: Root) -> None:
     assert out.strip().endswith(str(rw_root.path / "venv"))
 
 
+# ensurepip costs 10 s on tmpfs and 25-35 s on a mount on 2 busy cores, and does nothing the
+# --without-pip check does not (create, write, rename, symlink, mmap of many files): one mount.
 @pytest.mark.slow
+@pytest.mark.parametrize("rw_root", kind_params(("tmpfs", "temp")), indirect=True)
 def test_venv_with_pip(rw_root: Root) -> None:
     started = time.monotonic()
     run(sys.executable, "-m", "venv", "venv", cwd=rw_root.path, timeout=120)
