@@ -48,6 +48,7 @@ from ._hostdisk import (
     guarded_mountpoints,
     list_fd,
     os_error,
+    raise_errno,
     read_whole,
     write_error,
     write_file_at,
@@ -181,7 +182,10 @@ class LocalFileSystem:
             return os.open(host, flags, 0o666)
 
         try:
-            os.makedirs(parent, exist_ok=True)
+            try:
+                os.makedirs(parent, exist_ok=True)
+            except builtins.FileExistsError:
+                raise_errno(errno.ENOTDIR)  # a file stands where a parent directory should
             dirfd = os.open(parent, O_PATH | os.O_DIRECTORY | O_CLOEXEC)
             try:
                 write_file_at(dirfd, name, data, reopen)
