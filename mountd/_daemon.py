@@ -145,9 +145,13 @@ def launch(child_args: Sequence[str], mountpoint: str, timeout: float) -> Launch
             )
     finally:
         os.close(write_end)
-    with contextlib.closing(os.fdopen(read_end, "rb", buffering=0)) as ready:
-        readable, _, _ = select.select([ready], [], [], timeout)
-        line = ready.readline() if readable else b""
+    try:
+        with contextlib.closing(os.fdopen(read_end, "rb", buffering=0)) as ready:
+            readable, _, _ = select.select([ready], [], [], timeout)
+            line = ready.readline() if readable else b""
+    except BaseException:
+        _stop(child)  # Ctrl-C while waiting: no mount may come up behind the user's back
+        raise
     if line == READY:
         # The child lives on in its own session; forget it without a ResourceWarning.
         child.returncode = 0
@@ -156,14 +160,19 @@ def launch(child_args: Sequence[str], mountpoint: str, timeout: float) -> Launch
         code = child.wait()
         problem = f"the daemon exited with status {code} before the mount was live"
     else:
-        child.terminate()
-        try:
-            child.wait(5)
-        except subprocess.TimeoutExpired:
-            child.kill()
-            child.wait()
+        _stop(child)
         problem = f"the mount did not become live within {timeout:g} s"
     return Launched(False, child.pid, _read_log(log_path), problem)
+
+
+def _stop(child: subprocess.Popen[bytes]) -> None:
+    """SIGTERM (a mount already live is unmounted cleanly), then SIGKILL after 5 s."""
+    child.terminate()
+    try:
+        child.wait(5)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        child.wait()
 
 
 def _read_log(path: os.PathLike[str] | str) -> str:

@@ -110,6 +110,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return FAILURE
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # `mountd status | head`: stop quietly, and keep Python from complaining at exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return FAILURE
 
 
 def _say(message: str) -> None:
