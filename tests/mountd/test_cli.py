@@ -283,13 +283,18 @@ def test_default_root_is_cwd_read_only_with_writable_tmp(project: Path, mnt: Pat
 
 
 @pytest.mark.mount
-def test_async_factory(tmp_path: Path, mnt: Path) -> None:
+def test_async_factory_mounted_read_only(tmp_path: Path, mnt: Path) -> None:
     (tmp_path / "trees.py").write_text(
         "import vfs\n\nasync def later():\n    return vfs.temp_fs({'/g.txt': 'from an async factory'})\n"
     )
-    started = mountd("mount", "--daemon", "--factory", "trees:later", str(mnt), cwd=tmp_path)
+    started = mountd(
+        "mount", "--daemon", "--read-only", "--factory", "trees:later", str(mnt), cwd=tmp_path
+    )
     assert started.returncode == 0, started.stdout + started.stderr
     assert (mnt / "g.txt").read_text() == "from an async factory"
+    with pytest.raises(OSError) as error:
+        (mnt / "g.txt").write_text("a writable tree, mounted read-only")
+    assert error.value.errno == errno.EROFS
     state = state_of(mnt)
     assert state is not None
     assert state.spec == "factory trees:later"
