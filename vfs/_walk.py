@@ -9,7 +9,7 @@ user trees fall back to these.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from contextlib import aclosing
 
 from ._match import compile_glob, compile_grep, compile_grep_glob, grep_lines
@@ -19,7 +19,7 @@ from ._types import DirEntry, FileSystem, GrepQuery, GrepResult
 
 async def walk(
     fs: FileSystem, directory: str, max_depth: int | None = None
-) -> AsyncIterator[DirEntry]:
+) -> AsyncGenerator[DirEntry, None]:
     """Every entry beneath ``directory`` (not itself), in path order, ``max_depth`` levels deep."""
     if max_depth is not None and max_depth <= 0:
         return
@@ -41,7 +41,7 @@ async def walk(
             yield entry
 
 
-async def glob_tree(fs: FileSystem, pattern: str, dir: str = "/") -> AsyncIterator[DirEntry]:
+async def glob_tree(fs: FileSystem, pattern: str, dir: str = "/") -> AsyncGenerator[DirEntry, None]:
     """``glob`` by walking: entries under ``dir`` whose relative path matches ``pattern``."""
     directory = normalize_path(dir)
     plan = compile_glob(pattern)
@@ -57,7 +57,7 @@ async def glob_tree(fs: FileSystem, pattern: str, dir: str = "/") -> AsyncIterat
                 yield entry
 
 
-async def grep_tree(fs: FileSystem, query: GrepQuery) -> AsyncIterator[GrepResult]:
+async def grep_tree(fs: FileSystem, query: GrepQuery) -> AsyncGenerator[GrepResult, None]:
     """``grep`` by walking and reading each file; stops after ``max_results`` hits."""
     root = normalize_path(query.path)
     regex = compile_grep(query.pattern, case_insensitive=query.case_insensitive, path=root)
@@ -91,11 +91,11 @@ async def grep_tree(fs: FileSystem, query: GrepQuery) -> AsyncIterator[GrepResul
                     return
 
 
-async def _single(path: str) -> AsyncIterator[str]:
+async def _single(path: str) -> AsyncGenerator[str, None]:
     yield path
 
 
-async def _files_under(fs: FileSystem, root: str) -> AsyncIterator[str]:
+async def _files_under(fs: FileSystem, root: str) -> AsyncGenerator[str, None]:
     async with aclosing(walk(fs, root)) as entries:
         async for entry in entries:
             if entry.kind == "file":
