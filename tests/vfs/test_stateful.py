@@ -61,6 +61,11 @@ TEXT = st.builds(
 )
 PNG = st.binary(max_size=8).map(lambda tail: b"\x89PNG\r\n\x1a\n\x00" + tail)
 
+
+def contents_for(path: str) -> st.SearchStrategy[str | bytes]:
+    return PNG if path.endswith(".png") else TEXT
+
+
 SETTINGS = settings(
     max_examples=15,
     stateful_step_count=25,
@@ -103,11 +108,18 @@ class FileSystemMachine(RuleBasedStateMachine):
         self.stack.callback(shutil.rmtree, path, True)
         return path
 
-    @initialize(backend=st.sampled_from(["trio", "asyncio"]), data=st.data())
-    def start(self, backend: str, data: st.DataObject) -> None:
+    @initialize(
+        backend=st.sampled_from(["trio", "asyncio"]),
+        data=st.data(),
+        seed=st.lists(st.sampled_from(FILE_PATHS), max_size=10, unique=True),
+    )
+    def start(self, backend: str, data: st.DataObject, seed: list[str]) -> None:
         build = self.prepare(data)
         self.portal = self.stack.enter_context(start_blocking_portal(backend))
         self.fs = self.call(build)
+        # Start from a populated tree, so short runs still exercise every verb on real entries.
+        for path in seed:
+            self.write_file(path, data.draw(contents_for(path)))
 
     def teardown(self) -> None:
         self.stack.close()
@@ -166,7 +178,15 @@ class FileSystemMachine(RuleBasedStateMachine):
 
     @rule(data=st.data(), path=st.sampled_from(FILE_PATHS))
     def write(self, data: st.DataObject, path: str) -> None:
-        contents = data.draw(PNG if path.endswith(".png") else TEXT)
+        self.write_file(path, data.draw(contents_for(path)))
+
+    @precondition(lambda self: bool(self.files))
+    @rule(data=st.data())
+    def overwrite(self, data: st.DataObject) -> None:
+        path = data.draw(st.sampled_from(sorted(self.files)))
+        self.write_file(path, data.draw(contents_for(path)))
+
+    def write_file(self, path: str, contents: str | bytes) -> None:
         if not self.covered(path):
             with pytest.raises(vfs.NoMountError) as caught:
                 self.call(self.fs.write, path, contents)
