@@ -20,7 +20,16 @@ import pytest
 import vfs
 from vfs._content import encode_contents
 
-from .conformance import RULES, Capabilities, Files, Harness, Rule, Subject, rules_for
+from .conformance import (
+    RULES,
+    Capabilities,
+    Files,
+    Harness,
+    Rule,
+    Subject,
+    check_filesystem,
+    rules_for,
+)
 from .dict_tree import DictTree
 
 BACKENDS = ["trio", "asyncio"]
@@ -194,3 +203,16 @@ def test_every_rule_runs_somewhere() -> None:
 def test_spread_uses_nested_mounts() -> None:
     parts = spread({"/a.txt": "a", "/src/b.ts": "b", "/src/nested/c.ts": "c"}, MOUNT_CANDIDATES)
     assert parts == {"/": {"/a.txt": "a"}, "/src": {"/b.ts": "b"}, "/src/nested": {"/c.ts": "c"}}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_check_filesystem_over_a_user_tree(backend: str) -> None:
+    """The one-call entry point, as an author of a tree would use it."""
+
+    async def make(files: Files) -> Subject:
+        return Subject(DictTree(files))
+
+    async def body() -> None:
+        await check_filesystem(make, Capabilities())
+
+    run(backend, body)
