@@ -33,6 +33,11 @@ POSIX details, as tmpfs: directories have ``nlink = 2 + subdirectories`` and ``s
 removing an entry updates the directory's mtime and ctime. ``atime`` follows ``relatime`` (updated
 on read when not newer than mtime/ctime; without the daily refresh). Sizes above ``max_file_size``
 raise ``FileTooLargeError``; a growth larger than the memory available raises ``ENOSPC``.
+
+Speed: ``stat`` is the hottest call under a mount, and building a frozen :class:`FileInfo` costs
+more than resolving the path, so each node caches the last one it answered. Every change to what
+a FileInfo shows goes through :meth:`_Node.modified` / :meth:`_Node.changed` (or clears ``info``
+itself), which drop the cache.
 """
 
 from __future__ import annotations
@@ -83,7 +88,17 @@ _Changes = list[tuple["_Dir", str, ChangeKind]]
 
 
 class _Node:
-    __slots__ = ("atime_ns", "ctime_ns", "gid", "mode", "mtime_ns", "name", "parent", "uid")
+    __slots__ = (
+        "atime_ns",
+        "ctime_ns",
+        "gid",
+        "info",
+        "mode",
+        "mtime_ns",
+        "name",
+        "parent",
+        "uid",
+    )
     kind: ClassVar[Kind]
 
     def __init__(self, mode: int, uid: int, gid: int, now: int) -> None:
@@ -93,6 +108,18 @@ class _Node:
         self.atime_ns = self.mtime_ns = self.ctime_ns = now
         self.parent: _Dir | None = None
         self.name = ""
+        # The FileInfo last built for this node; every change to what it shows clears it.
+        self.info: FileInfo | None = None
+
+    def modified(self, now: int) -> None:
+        """The contents (or entries) changed."""
+        self.mtime_ns = self.ctime_ns = now
+        self.info = None
+
+    def changed(self, now: int) -> None:
+        """The inode changed (metadata, links) but not its contents."""
+        self.ctime_ns = now
+        self.info = None
 
 
 class _File(_Node):
@@ -143,7 +170,7 @@ class _Dir(_Node):
         return node
 
     def _changed(self, now: int) -> None:
-        self.mtime_ns = self.ctime_ns = now
+        self.modified(now)
         self._listing = None
         self._order = None
 
@@ -188,6 +215,13 @@ def _iter_tree(start: _Dir, path: str, max_depth: int | None) -> Iterator[tuple[
 
 
 def _info(node: _Node) -> FileInfo:
+    info = node.info
+    if info is None:
+        info = node.info = _build_info(node)
+    return info
+
+
+def _build_info(node: _Node) -> FileInfo:
     if isinstance(node, _File):
         kind: Kind = "file"
         size = len(node.data)
@@ -218,6 +252,7 @@ def _accessed(node: _Node) -> None:
     # relatime: only an atime that is not newer than the last change moves.
     if node.atime_ns <= node.mtime_ns or node.atime_ns <= node.ctime_ns:
         node.atime_ns = time_ns()
+        node.info = None
 
 
 def _within(node: _Dir, ancestor: _Dir) -> bool:
@@ -388,7 +423,7 @@ class TempFileSystem:
             del data[size:]
         elif size > length:
             data.extend(bytes(size - length))
-        node.mtime_ns = node.ctime_ns = now
+        node.modified(now)
 
     # -- the eight verbs --------------------------------------------------------------------
 
@@ -527,7 +562,7 @@ class TempFileSystem:
             changes.append((directory, name, "entry"))
         elif isinstance(node, _File):
             node.data = bytearray(data)
-            node.mtime_ns = node.ctime_ns = now
+            node.modified(now)
             if node.parent is not None:
                 changes.append((node.parent, node.name, "content"))
         else:
@@ -593,7 +628,7 @@ class TempFileSystem:
             raise IsADirectoryError(path)
         elif truncate:
             node.data = bytearray()
-            node.mtime_ns = node.ctime_ns = now
+            node.modified(now)
             await self._emit_node(node, "content")
         return TempOpenFile(self, node, path)
 
@@ -635,7 +670,7 @@ class TempFileSystem:
             raise IsADirectoryError(path)
         now = time_ns()
         directory.remove(name, now)
-        node.ctime_ns = now
+        node.changed(now)
         if self._observers:
             await self._emit([(directory, name, "entry")])
 
@@ -673,7 +708,7 @@ class TempFileSystem:
             dst_dir.remove(dst_name, now)
             dst_dir.add(dst_name, node, now)
             src_dir.add(src_name, victim, now)
-            victim.ctime_ns = now
+            victim.changed(now)
         else:
             if victim is not None:
                 if isinstance(node, _Dir) and not isinstance(victim, _Dir):
@@ -683,10 +718,10 @@ class TempFileSystem:
                 if isinstance(victim, _Dir) and victim.children:
                     raise DirectoryNotEmptyError(dst)
                 dst_dir.remove(dst_name, now)
-                victim.ctime_ns = now
+                victim.changed(now)
             src_dir.remove(src_name, now)
             dst_dir.add(dst_name, node, now)
-        node.ctime_ns = now
+        node.changed(now)
         if self._observers:
             await self._emit([(src_dir, src_name, "entry"), (dst_dir, dst_name, "entry")])
 
@@ -722,7 +757,7 @@ class TempFileSystem:
             node.atime_ns = atime_ns
         if mtime_ns is not None:
             node.mtime_ns = mtime_ns
-        node.ctime_ns = now
+        node.changed(now)
         if self._observers:
             if size is not None:
                 await self._emit_node(node, "content")
@@ -794,7 +829,7 @@ class TempOpenFile:
             if offset > length:
                 buffer.extend(bytes(offset - length))  # the gap reads as zeros
         buffer[offset:end] = data
-        node.mtime_ns = node.ctime_ns = time_ns()
+        node.modified(time_ns())
         if self._fs._observers:
             await self._fs._emit_node(node, "content")
         return len(data)

@@ -28,6 +28,8 @@ from hypothesis import strategies as st
 import vfs
 from vfs._temp import TempFileSystem, temp_fs
 
+from .test_temp import assert_fresh_infos
+
 SHM = "/dev/shm"
 RESOLVE_IN_ROOT = 0x10
 SYS_OPENAT2 = 437  # the same number on x86_64 and aarch64
@@ -306,6 +308,7 @@ def test_same_outcomes_as_the_kernel(scratch: str, sequence: list[tuple[Any, ...
             ours = await _ours(fs, op)
             theirs = _kernels(kernel, op)
             assert ours == theirs, (step, op)
+            assert_fresh_infos(fs)
         assert await _snapshot(fs) == kernel.snapshot()
 
     try:
