@@ -72,6 +72,7 @@ class Roots:
         self._scratch = scratch
         self._stack = contextlib.ExitStack()
         self._bases: dict[str, Path] = {}
+        self._failed: dict[str, BaseException] = {}
         self._counter = itertools.count()
 
     def close(self) -> None:
@@ -79,8 +80,17 @@ class Roots:
 
     def base(self, kind: str) -> Path:
         """The directory a kind is worked in (its sample tree lives at ``base/sample``)."""
+        if kind in self._failed:
+            # Fail every later test of this kind at once, instead of waiting for it again.
+            raise RuntimeError(
+                f"root kind {kind!r} failed to set up earlier in this session"
+            ) from (self._failed[kind])
         if kind not in self._bases:
-            self._bases[kind] = self._setup(kind)
+            try:
+                self._bases[kind] = self._setup(kind)
+            except BaseException as error:
+                self._failed[kind] = error
+                raise
         return self._bases[kind]
 
     def fresh(self, kind: str) -> Path:

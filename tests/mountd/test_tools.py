@@ -11,6 +11,7 @@ directory. The inputs are real: the sample tree of ``trees`` and stdlib packages
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import subprocess
@@ -23,7 +24,8 @@ from pathlib import Path
 import pytest
 
 from . import trees
-from .conftest import Root, kind_params
+from .conftest import Root, Roots, kind_params
+from .syscalls import errno_of
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -105,7 +107,13 @@ def test_git_init_add_commit_status_log(rw_root: Root) -> None:
     git("gc", "-q", "--prune=now", cwd=repo)
     git("fsck", "--strict", "--no-progress", cwd=repo)
     assert git("status", "--porcelain", cwd=repo) == ""
-    run("rm", "-rf", repo, cwd=rw_root.path)
+    # A local clone hard-links objects where it can and copies where link(2) is refused.
+    git("clone", "-q", str(repo), str(rw_root.path / "clone"), cwd=rw_root.path)
+    clone = rw_root.path / "clone"
+    assert git("log", "--format=%s", cwd=clone).splitlines() == ["second commit", "first commit"]
+    assert git("status", "--porcelain", cwd=clone) == ""
+    git("fsck", "--strict", "--no-progress", cwd=clone)
+    run("rm", "-rf", repo, clone, cwd=rw_root.path)
     assert os.listdir(rw_root.path) == []
 
 
@@ -144,6 +152,10 @@ def test_tar_extract_and_diff(rw_root: Root, source_tarball: Path, reference_ext
     reference = run("find", ".", cwd=reference_extract).splitlines()
     assert len(listed) == len(reference)
     assert sorted(listed) == sorted(reference)
+    search = ("rg", "-n", "--sort", "path", "-e", "def [a-z_]+\\(self", "-g", "*.py")
+    found = run(*search, cwd=rw_root.path)
+    assert found == run(*search, cwd=reference_extract)
+    assert found.count("\n") > 500
     files = run("find", ".", "-type", "f", "-name", "*.py", cwd=rw_root.path).splitlines()
     assert len(files) == len(
         run("find", ".", "-type", "f", "-name", "*.py", cwd=reference_extract).splitlines()
@@ -342,3 +354,20 @@ def test_mkdir_locks_race(rw_root: Root) -> None:
     assert {r: len(w) for r, w in wins.items()} == dict.fromkeys(range(rounds), 1)
     for r, (winner,) in wins.items():
         assert (rw_root.path / f"lock{r}" / "owner").read_text() == winner
+
+
+@pytest.mark.mount
+def test_mv_across_union_mounts(roots: Roots) -> None:
+    # Two trees of one union: rename(2) cannot be atomic across them (EXDEV, never EIO), and
+    # coreutils mv falls back to copy and delete, keeping modes, mtimes and symlinks.
+    top, host = roots.fresh("union"), roots.fresh("union_host")
+    (top / "tree").mkdir()
+    trees.write_tree(top / "tree")
+    assert errno_of(os.rename, top / "tree", host / "tree") == errno.EXDEV
+    assert errno_of(os.rename, top / "tree" / "README.md", host / "README.md") == errno.EXDEV
+    run("mv", top / "tree", host / "tree", cwd=top)
+    assert os.listdir(top) == []
+    assert trees.snapshot(host / "tree") == trees.expected_snapshot()
+    run("mv", host / "tree", top / "back", cwd=top)
+    assert os.listdir(host) == []
+    assert trees.snapshot(top / "back") == trees.expected_snapshot()
