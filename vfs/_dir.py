@@ -209,8 +209,20 @@ class DirFileSystem:
 
     async def stat(self, path: str) -> FileInfo:
         path = normalize_path(path)
+        guard = self._guards()
+        if guard is None:
+            # Most names are not symlinks: an lstat answers them with the fewest syscalls.
+            try:
+                with self._at(path, None) as (dirfd, name):
+                    found = os.stat(name, dir_fd=dirfd, follow_symlinks=False)
+            except OSError as error:
+                if error.errno in _MISSING:
+                    return MISSING
+                raise os_error(error, path) from None
+            if not stat.S_ISLNK(found.st_mode):
+                return file_info(found)
         try:
-            fd, _ = self._open(path, O_PATH, self._guards())
+            fd, _ = self._open(path, O_PATH, guard)
         except _Hidden:
             return MISSING
         except OSError as error:
@@ -540,6 +552,17 @@ class DirFileSystem:
         """
         if guard is not None and guard.hides(path):
             raise _Hidden
+        if guard is None and not flags & O_PATH and path != ROOT and path.count("/") == 1:
+            # A name in the root: one plain openat, as confined as it gets, unless it is a
+            # symlink, which the full resolution below follows inside the tree.
+            try:
+                return os.open(
+                    path[1:], flags | os.O_NOFOLLOW | O_CLOEXEC, mode, dir_fd=self._root
+                ), path
+            except OSError as error:
+                # O_DIRECTORY on a symlink answers ENOTDIR rather than ELOOP
+                if error.errno not in (errno.ELOOP, errno.ENOTDIR) or not follow:
+                    raise
         if self._openat2:
             resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS
             if guard is not None:

@@ -46,6 +46,7 @@ import platform
 import re
 import secrets
 import stat
+import struct
 import threading
 from collections.abc import AsyncGenerator, Callable, Generator, Iterator
 from dataclasses import dataclass
@@ -153,32 +154,36 @@ AT_FDCWD = -100
 AT_SYMLINK_NOFOLLOW = 0x100
 
 
-class _OpenHow(ctypes.Structure):
-    _fields_ = [
-        ("flags", ctypes.c_uint64),
-        ("mode", ctypes.c_uint64),
-        ("resolve", ctypes.c_uint64),
-    ]
-
-
 def _check(result: int) -> int:
     if result < 0:
         raise_errno(ctypes.get_errno())
     return result
 
 
+# A function pointer of its own with fixed argument types: no per-call wrapper objects (this call
+# sits on every path lookup of dir_fs).
+_openat2_call = _LIBC["syscall"]
+_openat2_call.restype = ctypes.c_long
+_openat2_call.argtypes = [
+    ctypes.c_long,
+    ctypes.c_int,
+    ctypes.c_char_p,
+    ctypes.c_char_p,
+    ctypes.c_size_t,
+]
+
+
+@functools.lru_cache(maxsize=128)
+def _open_how(flags: int, mode: int, resolve: int) -> bytes:
+    """``struct open_how`` (three u64) for these arguments; a handful of combinations recur."""
+    return struct.pack("=QQQ", flags, mode, resolve)
+
+
 def openat2(dirfd: int, path: str, flags: int, mode: int, resolve: int) -> int:
     """``openat2(2)``: open ``path`` relative to ``dirfd`` under the ``RESOLVE_*`` rules."""
-    how = _OpenHow(flags | O_CLOEXEC, mode if flags & os.O_CREAT else 0, resolve)
-    return _check(
-        _syscall(
-            ctypes.c_long(_SYS_OPENAT2),
-            ctypes.c_long(dirfd),
-            ctypes.c_char_p(os.fsencode(path)),
-            ctypes.byref(how),
-            ctypes.c_size_t(ctypes.sizeof(how)),
-        )
-    )
+    how = _open_how(flags | O_CLOEXEC, mode if flags & os.O_CREAT else 0, resolve)
+    encoded = path.encode("utf-8", "surrogateescape")
+    return _check(_openat2_call(_SYS_OPENAT2, dirfd, encoded, how, 24))
 
 
 @functools.cache
