@@ -9,10 +9,11 @@ because Python's ``os`` has no binding for its flags.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 AT_FDCWD = -100
 RENAME_NOREPLACE = 1
@@ -54,3 +55,26 @@ def outcome(fn: Callable[[], object]) -> tuple[str, object]:
 def name(code: int) -> str:
     """``errno.errorcode`` name, "0" for success (for readable assertion messages)."""
     return errno.errorcode.get(code, str(code)) if code else "0"
+
+
+_libc.setfsuid.argtypes = [ctypes.c_uint]
+_libc.setfsgid.argtypes = [ctypes.c_uint]
+
+
+@contextlib.contextmanager
+def as_fs_user(uid: int, gid: int) -> Iterator[None]:
+    """Make this thread's filesystem accesses as ``uid``/``gid`` (``setfsuid``; root only).
+
+    FUSE decides who may use a mount from the real/effective/saved ids, which stay root, while
+    requests carry the fs ids: so this reaches a private mount as another user, and a tree sees
+    that user as the caller.
+    """
+    old_gid = _libc.setfsgid(gid)
+    old_uid = _libc.setfsuid(uid)
+    try:
+        # setfsuid answers the previous id and never fails loudly: check that it took.
+        assert _libc.setfsuid(uid) == uid and _libc.setfsgid(gid) == gid, "setfsuid needs root"
+        yield
+    finally:
+        _libc.setfsuid(old_uid)
+        _libc.setfsgid(old_gid)

@@ -29,7 +29,7 @@ import pytest
 
 from . import trees
 from .conftest import Root
-from .syscalls import RENAME_EXCHANGE, RENAME_NOREPLACE, errno_of, name, renameat2
+from .syscalls import RENAME_EXCHANGE, RENAME_NOREPLACE, as_fs_user, errno_of, name, renameat2
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -45,8 +45,8 @@ def put(path: Path, data: bytes = b"", mode: int = 0o644) -> Path:
     return path
 
 
-def assert_errno(expected: int | set[int], fn: object, *args: object) -> None:
-    got = errno_of(fn, *args)  # type: ignore[arg-type]
+def assert_errno(expected: int | set[int], fn: object, *args: object, **kwargs: object) -> None:
+    got = errno_of(fn, *args, **kwargs)  # type: ignore[arg-type]
     allowed = {expected} if isinstance(expected, int) else expected
     assert got in allowed, f"expected {sorted(name(e) for e in allowed)}, got {name(got)}"
 
@@ -781,3 +781,75 @@ def test_write_visible_to_other_fd_before_close(rw_root: Root) -> None:
             os.close(reader)
     finally:
         os.close(writer)
+
+
+OTHER_UID, OTHER_GID = 4321, 4322
+
+
+def _dir_fd(path: Path) -> int:
+    # Calls relative to a descriptor opened as root: the other user needs no access to the
+    # ancestors of the test directory (pytest's and mkdtemp's directories are 0700).
+    return os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+
+
+def _read_at(dfd: int, name: str) -> bytes:
+    fd = os.open(name, os.O_RDONLY, dir_fd=dfd)
+    try:
+        return os.read(fd, 1 << 16)
+    finally:
+        os.close(fd)
+
+
+def _create_at(dfd: int, name: str, data: bytes) -> None:
+    fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644, dir_fd=dfd)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+
+
+def test_owner_is_the_calling_user(rw_root: Root) -> None:
+    os.chmod(rw_root.path, 0o777)
+    dfd = _dir_fd(rw_root.path)
+    try:
+        with as_fs_user(OTHER_UID, OTHER_GID):
+            _create_at(dfd, "f", b"")
+            os.mkdir("d", dir_fd=dfd)
+            os.symlink("f", "l", dir_fd=dfd)
+    finally:
+        os.close(dfd)
+    for p in ("f", "d", "l"):
+        st = os.lstat(rw_root.path / p)
+        assert (st.st_uid, st.st_gid) == (OTHER_UID, OTHER_GID), p
+
+
+def test_permissions_are_enforced(rw_root: Root) -> None:
+    base = rw_root.path
+    put(base / "public", b"read me", 0o644)
+    put(base / "private", b"secret", 0o600)
+    os.mkdir(base / "closed", 0o755)
+    os.mkdir(base / "open", 0o777)
+    os.chmod(base / "open", 0o777)
+    os.chmod(base, 0o755)
+    dfd = _dir_fd(base)
+    try:
+        with as_fs_user(OTHER_UID, OTHER_GID):
+            assert _read_at(dfd, "public") == b"read me"
+            assert_errno(errno.EACCES, os.open, "public", os.O_WRONLY, dir_fd=dfd)
+            assert_errno(errno.EACCES, os.open, "private", os.O_RDONLY, dir_fd=dfd)
+            assert_errno(errno.EACCES, _create_at, dfd, "closed/f", b"")
+            assert_errno(errno.EACCES, os.mkdir, "closed/d", dir_fd=dfd)
+            assert_errno(errno.EACCES, os.unlink, "public", dir_fd=dfd)
+            assert_errno(
+                errno.EACCES, os.rename, "public", "open/p", src_dir_fd=dfd, dst_dir_fd=dfd
+            )
+            assert_errno(errno.EPERM, os.chmod, "public", 0o666, dir_fd=dfd)
+            assert_errno(errno.EPERM, os.utime, "public", ns=(1, 1), dir_fd=dfd)
+            _create_at(dfd, "open/mine", b"ok")  # a world-writable directory takes new files
+            os.chmod("open/mine", 0o600, dir_fd=dfd)  # and their owner may chmod them
+            assert _read_at(dfd, "open/mine") == b"ok"
+    finally:
+        os.close(dfd)
+    assert stat.S_IMODE(os.stat(base / "open" / "mine").st_mode) == 0o600
+    assert (base / "public").read_bytes() == b"read me"
+    assert sorted(os.listdir(base)) == ["closed", "open", "private", "public"]
