@@ -31,6 +31,8 @@ def normalize_path(path: str) -> str:
         raise InvalidPathError(path.replace("\0", "\\0"), "path contains a NUL byte")
     if path in ("", "/"):
         return ROOT
+    if _is_normal(path):
+        return path
     parts: list[str] = []
     for segment in path.split("/"):
         if segment in ("", "."):
@@ -43,6 +45,19 @@ def normalize_path(path: str) -> str:
             raise InvalidPathError(path, f"path segment longer than {NAME_MAX} bytes")
         parts.append(segment)
     return "/" + "/".join(parts)
+
+
+def _is_normal(path: str) -> bool:
+    """Fast path: an ASCII path already in canonical form (the common case on every call)."""
+    return (
+        path[0] == "/"
+        and len(path) <= NAME_MAX
+        and path.isascii()
+        and not path.endswith(("/", "/.", "/.."))
+        and "//" not in path
+        and "/./" not in path
+        and "/../" not in path
+    )
 
 
 def join_path(parent: str, name: str) -> str:
