@@ -853,3 +853,75 @@ def test_permissions_are_enforced(rw_root: Root) -> None:
     assert stat.S_IMODE(os.stat(base / "open" / "mine").st_mode) == 0o600
     assert (base / "public").read_bytes() == b"read me"
     assert sorted(os.listdir(base)) == ["closed", "open", "private", "public"]
+
+
+def test_delete_while_iterating_misses_nothing(rw_root: Root) -> None:
+    # rm -rf's pattern: read a batch of entries, unlink them, read on from the same stream.
+    names = {f"f{i:04d}" for i in range(600)}
+    for n in names:
+        os.close(os.open(rw_root.path / n, os.O_WRONLY | os.O_CREAT, 0o644))
+    deleted = set()
+    with os.scandir(rw_root.path) as entries:
+        for entry in entries:
+            os.unlink(entry.path)
+            deleted.add(entry.name)
+    assert deleted == names
+    assert os.listdir(rw_root.path) == []
+
+
+def test_special_files_succeed_or_eperm(rw_root: Root) -> None:
+    code = errno_of(os.mkfifo, rw_root.path / "fifo", 0o644)
+    assert code in (0, errno.EPERM), name(code)
+    if code == 0:
+        assert stat.S_ISFIFO(os.lstat(rw_root.path / "fifo").st_mode)
+    code = errno_of(os.open, rw_root.path, os.O_TMPFILE | os.O_RDWR, 0o600)
+    assert code in (0, errno.EOPNOTSUPP), name(code)
+
+
+def test_posix_fallocate_extends_with_zeros(rw_root: Root) -> None:
+    f = put(rw_root.path / "f", b"head")
+    fd = os.open(f, os.O_RDWR)
+    try:
+        os.posix_fallocate(fd, 0, 1 << 20)  # glibc emulates it where fallocate(2) is refused
+        assert os.fstat(fd).st_size == 1 << 20
+    finally:
+        os.close(fd)
+    data = f.read_bytes()
+    assert data[:4] == b"head"
+    assert data[4:] == bytes((1 << 20) - 4)
+
+
+def test_new_entries_are_stamped_now(rw_root: Root) -> None:
+    before = time.time_ns() - 2_000_000_000
+    put(rw_root.path / "f")
+    os.mkdir(rw_root.path / "d")
+    os.symlink("f", rw_root.path / "l")
+    after = time.time_ns() + 2_000_000_000
+    for p in ("f", "d", "l"):
+        st = os.lstat(rw_root.path / p)
+        for field in ("st_mtime_ns", "st_ctime_ns", "st_atime_ns"):
+            assert before <= getattr(st, field) <= after, (p, field)
+
+
+def test_symlink_times_and_owner_without_following(rw_root: Root) -> None:
+    target = put(rw_root.path / "target")
+    link = rw_root.path / "link"
+    os.symlink("target", link)
+    target_mtime = os.stat(target).st_mtime_ns
+    os.utime(link, ns=(1_000_000_123, 2_000_000_456), follow_symlinks=False)
+    assert os.lstat(link).st_mtime_ns == 2_000_000_456
+    assert os.stat(target).st_mtime_ns == target_mtime
+    os.lchown(link, 65534, 65534)
+    assert (os.lstat(link).st_uid, os.lstat(link).st_gid) == (65534, 65534)
+    assert os.stat(target).st_uid == os.geteuid()
+
+
+def test_chown_round_trip(rw_root: Root) -> None:
+    f = put(rw_root.path / "f")
+    os.chmod(f, 0o644)
+    os.chown(f, 65534, 65533)
+    st = os.stat(f)
+    assert (st.st_uid, st.st_gid) == (65534, 65533)
+    os.chown(f, -1, 0)  # only the group
+    assert (os.stat(f).st_uid, os.stat(f).st_gid) == (65534, 0)
+    assert stat.S_IMODE(os.stat(f).st_mode) == 0o644
