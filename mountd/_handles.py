@@ -34,6 +34,8 @@ class FileHandle:
     flags: int
     # Whether anything was written through this handle since it was last flushed.
     dirty: bool = False
+    # The file is the node's keeper (shared, closed with the node, not with this handle).
+    shared: bool = False
 
     @property
     def writable(self) -> bool:

@@ -37,7 +37,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 
-from vfs import FileInfo
+from vfs import FileInfo, OpenFile
 from vfs._paths import ROOT, join_path, split_path
 
 log = logging.getLogger(__name__)
@@ -48,7 +48,7 @@ ROOT_INODE = 1
 class Node:
     """One inode the mount has handed out (or the root)."""
 
-    __slots__ = ("children", "info", "ino", "lookups", "name", "opens", "parent")
+    __slots__ = ("children", "info", "ino", "keeper", "lookups", "name", "opens", "parent")
 
     def __init__(self, ino: int, name: str, parent: Node | None, info: FileInfo | None) -> None:
         self.ino = ino
@@ -59,6 +59,8 @@ class Node:
         self.opens = 0
         # The attributes the tree last reported; what a detached node answers with.
         self.info = info
+        # An open file that keeps a renamed-over file reachable (see mountd._ops); it pins.
+        self.keeper: OpenFile | None = None
 
     def __repr__(self) -> str:
         return (

@@ -28,6 +28,10 @@ Decisions a reader may question:
   on every ``close()`` of a reader; writers always reach ``OpenFile.flush``, so a buffering
   layer's write-back error reaches ``close(2)``.
 - ``fsync`` is always forwarded; answering ENOSYS would make every later fsync a silent no-op.
+- A rename over a file the kernel knows first opens that file (its *keeper*) and keeps it open
+  until the kernel forgets the inode: a reader that resolved the name just before the rename
+  then still opens the old file, as on tmpfs, instead of failing. Other detached inodes answer
+  ``open`` with ``ESTALE``, which makes the kernel redo the path walk once.
 - Open files keep the kernel's page cache (``keep_cache``); changes made outside the mount drop it
   through the invalidation path (``mountd._invalidate``). ``direct_io`` is never used: it breaks
   shared ``mmap``, which sqlite and git need.
@@ -63,6 +67,7 @@ _F = TypeVar("_F", bound=Callable[..., Awaitable[Any]])
 # (1 TiB in 4 KiB blocks) so that tools checking free space proceed.
 _STATFS_BLOCKS = 1 << 28
 _STATFS_FILES = 1 << 32
+_NOT_SUPPORTED = (errno.EOPNOTSUPP, errno.ENOSYS)
 
 
 def _request(*, write: bool = False) -> Callable[[_F], _F]:
@@ -130,10 +135,10 @@ class Operations(pyfuse3.Operations):
             raise _fuse_error(errno.ESTALE)
         return node
 
-    def _path(self, node: Node) -> str:
+    def _path(self, node: Node, *, stale: int = errno.ENOENT) -> str:
         path = self.inodes.path(node)
         if path is None:  # detached: unlinked or replaced, only open handles still reach it
-            raise _fuse_error(errno.ENOENT)
+            raise _fuse_error(stale)
         return path
 
     def _child_path(self, parent_ino: int, name: bytes) -> tuple[Node, str, str]:
@@ -150,6 +155,36 @@ class Operations(pyfuse3.Operations):
         if node.info is None or not node.info.exists:
             raise _fuse_error(errno.ENOENT)
         return self.attrs.entry(node.ino, node.info, detached=True)
+
+    async def _keep_attributes(self, parent: Node, name: str, path: str) -> None:
+        """Before ``name`` stops naming its node: refresh what the node will answer when detached,
+        if open descriptors still reach it (``fstat`` after ``unlink``)."""
+        node = parent.children.get(name)
+        if node is not None and node.opens:
+            info = await self.fs.lstat(path)
+            if info.exists:
+                node.info = info
+
+    async def _keeper_for(self, parent: Node, name: str, path: str) -> tuple[Node, OpenFile] | None:
+        """Before a rename replaces the file ``name`` that the kernel knows: open it, so that an
+        ``open`` already resolved to its inode still succeeds after the rename (see the module
+        docstring); also refresh the attributes the detached inode will answer with."""
+        node = parent.children.get(name)
+        if node is None or node.lookups == 0 or node.keeper is not None:
+            return None
+        info = await self.fs.lstat(path)
+        if info.kind != "file":
+            return None
+        node.info = info
+        return node, await self.fs.open(path)
+
+    async def _close_keeper_if_unused(self, node: Node) -> None:
+        """Close a node's keeper once neither the kernel nor a handle can reach it any more."""
+        keeper = node.keeper
+        if keeper is not None and node.lookups == 0 and node.opens == 1:
+            node.keeper = None
+            self.inodes.unpin(node)
+            await keeper.close()
 
     async def _lstat_existing(self, path: str) -> FileInfo:
         info = await self.fs.lstat(path)
@@ -184,6 +219,12 @@ class Operations(pyfuse3.Operations):
         self.counters["forget"] += 1
         for ino, count in inode_list:
             self.inodes.forget(ino, count)
+            node = self.inodes.find(ino)
+            if node is not None and node.keeper is not None:
+                try:
+                    await self._close_keeper_if_unused(node)
+                except Exception:  # logged; forget has no one to report to
+                    log.exception("closing the kept file of inode %d failed", ino)
 
     @_request()
     async def getattr(self, inode: int, ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
@@ -257,7 +298,7 @@ class Operations(pyfuse3.Operations):
     @_request()
     async def readlink(self, inode: int, ctx: pyfuse3.RequestContext) -> bytes:
         node = self._node(inode)
-        return os.fsencode(await self.fs.readlink(self._path(node)))
+        return os.fsencode(await self.fs.readlink(self._path(node, stale=errno.ESTALE)))
 
     @_request(write=True)
     async def mknod(
@@ -291,12 +332,14 @@ class Operations(pyfuse3.Operations):
     @_request(write=True)
     async def unlink(self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> None:
         parent, text, path = self._child_path(parent_inode, name)
+        await self._keep_attributes(parent, text, path)
         await self.fs.unlink(path)
         self.inodes.detach_name(parent, text)
 
     @_request(write=True)
     async def rmdir(self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> None:
         parent, text, path = self._child_path(parent_inode, name)
+        await self._keep_attributes(parent, text, path)
         await self.fs.rmdir(path)
         self.inodes.detach_name(parent, text)
 
@@ -326,12 +369,20 @@ class Operations(pyfuse3.Operations):
             raise _fuse_error(errno.EINVAL)
         old_parent, old_text, src = self._child_path(parent_inode_old, name_old)
         new_parent, new_text, dst = self._child_path(parent_inode_new, name_new)
+        kept = None
+        if not (exchange or noreplace) and src != dst:
+            kept = await self._keeper_for(new_parent, new_text, dst)
         try:
             await self.fs.rename(src, dst, noreplace=noreplace, exchange=exchange)
-        except OSError as error:
-            if exchange and error.errno in (errno.EOPNOTSUPP, errno.ENOSYS):
+        except BaseException as error:
+            if kept is not None:
+                await kept[1].close()
+            if exchange and isinstance(error, OSError) and error.errno in _NOT_SUPPORTED:
                 raise _fuse_error(errno.EINVAL) from None
             raise
+        if kept is not None:
+            kept[0].keeper = kept[1]
+            self.inodes.pin(kept[0])
         if exchange:
             self.inodes.exchange(old_parent, old_text, new_parent, new_text)
         else:
@@ -348,11 +399,25 @@ class Operations(pyfuse3.Operations):
     @_request()
     async def open(self, inode: int, flags: int, ctx: pyfuse3.RequestContext) -> pyfuse3.FileInfo:
         node = self._node(inode)
-        file = await self.fs.open(self._path(node), truncate=bool(flags & os.O_TRUNC))
+        truncate = bool(flags & os.O_TRUNC)
+        path = self.inodes.path(node)
+        if path is None:
+            # The kernel resolved the name to this inode just before a rename replaced it.
+            if node.keeper is not None:
+                if truncate:
+                    await node.keeper.truncate(0)
+                return self._add_handle(node, node.keeper, flags, shared=True)
+            # ESTALE makes the kernel redo the path walk once (LOOKUP_REVAL) and open what
+            # the name means now.
+            raise _fuse_error(errno.ESTALE)
+        file = await self.fs.open(path, truncate=truncate)
         return self._add_handle(node, file, flags)
 
-    def _add_handle(self, node: Node, file: OpenFile, flags: int) -> pyfuse3.FileInfo:
+    def _add_handle(
+        self, node: Node, file: OpenFile, flags: int, *, shared: bool = False
+    ) -> pyfuse3.FileInfo:
         handle = self.handles.add_file(node, file, flags)
+        handle.shared = shared
         self.inodes.pin(node)
         return pyfuse3.FileInfo(fh=handle.fh, keep_cache=True, direct_io=False)
 
@@ -394,7 +459,8 @@ class Operations(pyfuse3.Operations):
                 raise _fuse_error(errno.EIO)
             done += written
         node = handle.node
-        if node.parent is None and node.info is not None and off + done > node.info.size:
+        if node.info is not None and off + done > node.info.size:
+            # What a detached inode answers; cheap to keep for all (only when the file grows).
             node.info = replace(node.info, size=off + done)
         return done
 
@@ -409,9 +475,11 @@ class Operations(pyfuse3.Operations):
     async def release(self, fh: int) -> None:
         handle = self.handles.pop_file(fh)
         try:
-            await handle.file.close()
+            if not handle.shared:
+                await handle.file.close()
         finally:
             self.inodes.unpin(handle.node)
+        await self._close_keeper_if_unused(handle.node)
 
     @_request(write=True)
     async def fsync(self, fh: int, datasync: bool) -> None:

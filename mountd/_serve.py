@@ -30,6 +30,7 @@ import contextlib
 import errno
 import logging
 import os
+import sys
 import threading
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -38,6 +39,9 @@ from dataclasses import dataclass
 
 import pyfuse3
 import trio
+
+if sys.version_info < (3, 11):
+    from exceptiongroup import BaseExceptionGroup
 
 import vfs
 from vfs import FileSystem, PosixFileSystem, Watchable, _hostdisk
@@ -201,7 +205,8 @@ async def serve(
         try:
             _init_session(ops, target, options)
             try:
-                await _serve_session(ops, fs, mount, parent_dev, task_status)
+                with _unwrap_single():
+                    await _serve_session(ops, fs, mount, parent_dev, task_status)
             finally:
                 pyfuse3.close(unmount=True)
         finally:
@@ -217,12 +222,29 @@ async def mounted(
     Touch the mount from worker threads (``trio.to_thread.run_sync``) or other processes, never
     with blocking calls on the event loop thread: that thread serves the requests.
     """
-    async with trio.open_nursery() as nursery:
-        mount: Mount = await nursery.start(serve, fs, mountpoint, options)
-        try:
-            yield mount
-        finally:
-            nursery.cancel_scope.cancel()
+    with _unwrap_single():
+        async with trio.open_nursery() as nursery:
+            mount: Mount = await nursery.start(serve, fs, mountpoint, options)
+            try:
+                yield mount
+            finally:
+                nursery.cancel_scope.cancel()
+
+
+@contextlib.contextmanager
+def _unwrap_single() -> Iterator[None]:
+    """Re-raise a lone exception out of a nursery's exception group as itself, so that callers
+    of :func:`serve` and :func:`mounted` (and the body of ``async with mounted``) catch
+    ``RuntimeError`` or ``OSError`` as they would from a plain call."""
+    try:
+        yield
+    except BaseExceptionGroup as group:
+        error: BaseException = group
+        while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
+            error = error.exceptions[0]
+        if error is group:
+            raise
+        raise error from None
 
 
 def _init_session(ops: Operations, target: str, options: MountOptions) -> None:
