@@ -754,3 +754,57 @@ def test_walk_order_matches_sorted_paths(paths: list[list[str]]) -> None:
             assert hits == sorted("/" + f for f in files)
 
         run("trio", body)
+
+
+SELF_MOUNT = """
+import os, sys, trio
+import mountd, vfs
+from vfs._dir import DirFileSystem
+
+root = sys.argv[1]
+
+async def main() -> None:
+    for use_openat2 in (True, False):
+        fs = DirFileSystem(root, use_openat2=use_openat2)
+        async with mountd.mounted(fs, os.path.join(root, "mnt")):
+            assert [e.path async for e in fs.list("/")] == ["/alias", "/self", "/src"]
+            assert [e.path async for e in fs.glob("**/*")] == ["/alias", "/self", "/src", "/src/a.txt"]
+            assert [h.path async for h in fs.grep(vfs.GrepQuery("needle"))] == ["/src/a.txt"]
+            for path in ("/mnt", "/mnt/src", "/alias/src/a.txt", "/self/mnt/src/a.txt"):
+                assert (await fs.stat(path)).kind == "missing", path
+                assert (await fs.lstat(path)).kind == "missing", path
+            try:
+                await fs.write("/alias/x.txt", "x")
+            except vfs.PermissionDeniedError:
+                pass
+            else:
+                raise AssertionError("wrote through its own mount")
+            names = await trio.to_thread.run_sync(os.listdir, os.path.join(root, "mnt"))
+            assert sorted(names) == ["alias", "self", "src"], names
+    print("ok")
+
+trio.run(main)
+"""
+
+
+@pytest.mark.mount
+def test_never_reads_through_its_own_mount(tmp_path: Path) -> None:
+    """A dir_fs served at a mountpoint inside itself, in the same process: every verb that would
+    reach the mountpoint (directly, through a symlink, or through ``self -> .``) answers at once
+    instead of deadlocking on a request to its own event loop."""
+    import subprocess
+    import sys
+
+    root = make_tree(tmp_path / "root", {"src/a.txt": "needle\n"})
+    (root / "mnt").mkdir()
+    os.symlink("mnt", root / "alias")
+    os.symlink(".", root / "self")
+    done = subprocess.run(
+        [sys.executable, "-c", SELF_MOUNT, str(root)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=Path(__file__).parents[2],
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"
