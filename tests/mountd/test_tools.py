@@ -371,3 +371,35 @@ def test_mv_across_union_mounts(roots: Roots) -> None:
     run("mv", host / "tree", top / "back", cwd=top)
     assert os.listdir(host) == []
     assert trees.snapshot(top / "back") == trees.expected_snapshot()
+
+
+APPENDER = textwrap.dedent(
+    """
+    import os, sys
+    path, me = sys.argv[1], sys.argv[2]
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    for i in range(300):
+        os.write(fd, f"{me} {i:05d} {'.' * 80}\\n".encode())
+    os.close(fd)
+    """
+)
+
+
+def test_concurrent_appenders(rw_root: Root) -> None:
+    # Several processes appending to one log: no line lost, torn or overwritten.
+    log = rw_root.path / "shared.log"
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", APPENDER, str(log), f"p{n}"], stderr=subprocess.PIPE
+        )
+        for n in range(4)
+    ]
+    for proc in procs:
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err
+    lines = log.read_text().splitlines()
+    assert len(lines) == 1200
+    assert sorted(lines) == sorted(f"p{n} {i:05d} {'.' * 80}" for n in range(4) for i in range(300))
+    for n in range(4):  # each writer's lines in its own order
+        mine = [line for line in lines if line.startswith(f"p{n} ")]
+        assert mine == sorted(mine)
