@@ -292,7 +292,9 @@ def model_grep(
             continue
         if glob is not None:
             if "/" in glob:
-                if not glob_regex(glob).match(relative(name, path)):
+                # Grepping one file: the filter sees its name (as vfs.grep_tree does).
+                rel = posixpath.basename(name) if name == path else relative(name, path)
+                if not glob_regex(glob).match(rel):
                     continue
             elif not fnmatchcase(posixpath.basename(name), glob):
                 continue
@@ -630,6 +632,10 @@ async def grep_path_scope(h: Harness) -> None:
     files = h.seed()
     for path in ["/src/nested", "/src/nested/c.ts", "/a.txt", "/docs"]:
         assert await grepped(s, q(".", s.p(path))) == model_grep(files, ".", path), path
+    # Grepping one file, a glob filter sees the file's name.
+    for glob in ["*.ts", "c.ts", "*.md", "**/c.ts", "nested/c.ts"]:
+        found = await grepped(s, q("TODO", s.p("/src/nested/c.ts"), glob=glob))
+        assert found == model_grep(files, "TODO", "/src/nested/c.ts", glob), glob
 
 
 async def grep_case_insensitive(h: Harness) -> None:
