@@ -25,7 +25,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import itertools
-import os
 import shutil
 import subprocess
 import tempfile
@@ -134,13 +133,11 @@ class Roots:
             host = self._dir("host-ro")
             _with_sample(host)
             return self._mount(functools.partial(compositions.dir_ro, host), "dir-ro")
-        if kind in ("union", "union_host"):
-            if "union" not in self._bases:
-                host = self._dir("host-union")
-                mountpoint = self._mount(functools.partial(compositions.union, host), "union")
-                self._bases["union"] = _with_sample(mountpoint)
-            base = self._bases["union"]
-            return base if kind == "union" else _with_sample(base / "host")
+        if kind == "union":
+            host = self._dir("host-union")
+            return _with_sample(self._mount(functools.partial(compositions.union, host), "union"))
+        if kind == "union_host":
+            return _with_sample(self.base("union") / "host")
         if kind == "overlay":
             lower, upper = self._dir("overlay-lower"), self._dir("overlay-upper")
             compositions.fill_overlay_layers(lower, upper)
@@ -197,10 +194,3 @@ def scratch_dir() -> Iterator[Path]:
         yield path
     finally:
         shutil.rmtree(path, ignore_errors=True)
-
-
-def umask_applied(mode: int) -> int:
-    """``mode`` with this process's umask applied (read without changing it for long)."""
-    mask = os.umask(0)
-    os.umask(mask)
-    return mode & ~mask
