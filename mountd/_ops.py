@@ -126,6 +126,17 @@ class Operations(pyfuse3.Operations):
         # Read by pyfuse3 when the kernel connection is set up.
         self.enable_writeback_cache = writeback
 
+    async def close_all(self) -> None:
+        """After the session ends: close the files the kernel never released (a process still
+        held them at unmount) and the kept files, so buffering layers write back what they hold."""
+        files = [handle.file for handle in self.handles.open_files() if not handle.shared]
+        files += [node.keeper for node in self.inodes if node.keeper is not None]
+        for file in files:
+            try:
+                await file.close()
+            except Exception:  # logged; the mount is already gone, there is no one to tell
+                log.exception("closing a file left open at unmount failed")
+
     # --- helpers ---------------------------------------------------------------------------
 
     def _node(self, ino: int) -> Node:

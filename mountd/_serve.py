@@ -18,8 +18,9 @@ happened. In order:
    ``st_dev`` seen from a worker thread) before reporting :class:`Mount` through ``task_status``.
 5. Subscribe to the tree's changes (if it is :class:`vfs.Watchable`) to keep the kernel coherent.
 6. On the way out: unsubscribe, let in-flight invalidations finish while requests are still
-   served, ``pyfuse3.terminate()`` so in-flight requests complete, then
-   ``pyfuse3.close(unmount=True)``; the main loop is cancelled only if it does not stop in time.
+   served, ``pyfuse3.terminate()`` so in-flight requests complete (the main loop is cancelled only
+   if it does not stop in time), close files a process still held open, then
+   ``pyfuse3.close(unmount=True)``.
 
 :func:`mounted` wraps this as an async context manager for harnesses inside their own trio program.
 """
@@ -46,6 +47,7 @@ if sys.version_info < (3, 11):
 import vfs
 from vfs import FileSystem, PosixFileSystem, Watchable, _hostdisk
 
+from . import _registry
 from ._attrs import AttrPolicy
 from ._invalidate import Invalidator
 from ._ops import Operations
@@ -64,7 +66,7 @@ class MountOptions:
     :class:`vfs.Watchable` tree's API invalidate the cache, so long timeouts are safe; lower them
     for trees that change behind the API's back (a host directory other processes write).
     ``writeback``: let the kernel buffer writes (fewer, larger write requests); off by default,
-    see ``docs/decisions/mountd-caching.md``. ``debug``: libfuse's request trace on stderr.
+    see ``docs/decisions/mountd-core.md``. ``debug``: libfuse's request trace on stderr.
     """
 
     fsname: str = "agentroot"
@@ -308,6 +310,8 @@ async def _serve_session(
                         log.warning("requests still running at shutdown; cancelling them")
                         main_scope.cancel()
                         await main_done.wait()
+                with trio.move_on_after(options.shutdown_timeout):
+                    await ops.close_all()
 
 
 async def _wait_until_live(target: str, parent_dev: int, main_done: trio.Event) -> None:
@@ -339,8 +343,6 @@ async def _wait_until_live(target: str, parent_dev: int, main_done: trio.Event) 
 
 def _prepare_mountpoint(target: str) -> None:
     """Clear a dead mount of ours at ``target``; refuse a live one; require a directory."""
-    from . import _registry
-
     entry = _registry.mount_at(_registry.canonical(target))
     if entry is not None:
         health = _registry.probe(target)

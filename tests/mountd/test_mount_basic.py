@@ -441,6 +441,23 @@ def test_serve_reports_started_and_unmounts_on_cancel(tmp_path: Path) -> None:
     trio.run(main)
 
 
+def test_serve_returns_when_unmounted_from_outside(tmp_path: Path) -> None:
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+
+    async def main() -> None:
+        with trio.fail_after(30):
+            async with trio.open_nursery() as nursery:
+                await nursery.start(serve, vfs.temp_fs(), mnt)
+                await trio.to_thread.run_sync(
+                    functools.partial(subprocess.run, ["umount", str(mnt)], check=True)
+                )
+            # serve() returned by itself: the nursery closed without a cancel.
+        assert _registry.mount_at(_registry.canonical(str(mnt))) is None
+
+    trio.run(main)
+
+
 def test_serve_refuses_a_missing_mountpoint(tmp_path: Path) -> None:
     async def main() -> None:
         with pytest.raises(OSError, match="not a directory"):
