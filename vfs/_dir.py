@@ -357,6 +357,7 @@ class DirFileSystem:
         self,
         path: str,
         *,
+        write: bool = False,
         create: bool = False,
         exclusive: bool = False,
         truncate: bool = False,
@@ -365,10 +366,12 @@ class DirFileSystem:
         gid: int | None = None,
     ) -> OpenFile:
         path = normalize_path(path)
-        if create or truncate:
+        if write or create or truncate:
             self._refuse_read_only(path)
         guard = self._guards()
-        access = os.O_RDONLY if self._read_only else os.O_RDWR
+        # A read-only handle opens the host file read-only: mode 0444 files stay readable by a
+        # non-root daemon, and nothing written through this handle can reach the disk.
+        access = os.O_RDWR if (write or create or truncate) else os.O_RDONLY
         base = os.O_NONBLOCK | (os.O_TRUNC if truncate else 0)
         created = False
         try:

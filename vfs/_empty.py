@@ -105,6 +105,7 @@ class EmptyFileSystem:
         self,
         path: str,
         *,
+        write: bool = False,
         create: bool = False,
         exclusive: bool = False,
         truncate: bool = False,

@@ -603,6 +603,7 @@ class TempFileSystem:
         self,
         path: str,
         *,
+        write: bool = False,
         create: bool = False,
         exclusive: bool = False,
         truncate: bool = False,

@@ -192,13 +192,20 @@ class PosixFileSystem(FileSystem, Protocol):
         self,
         path: str,
         *,
+        write: bool = False,
         create: bool = False,
         exclusive: bool = False,
         truncate: bool = False,
         mode: int = 0o644,
         uid: int | None = None,
         gid: int | None = None,
-    ) -> OpenFile: ...
+    ) -> OpenFile:
+        """Open a file for reading, and for writing too when ``write`` (O_WRONLY/O_RDWR).
+
+        A tree that does not take writes refuses ``write``, ``create`` and ``truncate`` here
+        (``ReadOnlyMountError``), as the kernel refuses ``open(2)`` on a read-only mount.
+        """
+        ...
 
     async def mkdir(
         self, path: str, mode: int = 0o755, *, uid: int | None = None, gid: int | None = None

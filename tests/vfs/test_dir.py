@@ -260,7 +260,7 @@ def test_watch_reports_changes(backend: str, tmp_path: Path) -> None:
         await fs.mkdir("/d")
         await fs.rename("/d", "/e")
         await fs.setattr("/a.txt", mode=0o600)
-        handle = await fs.open("/a.txt")
+        handle = await fs.open("/a.txt", write=True)
         await handle.write(0, b"z")
         await handle.close()
         await fs.delete("/a.txt")
@@ -632,7 +632,7 @@ def test_open_file_byte_ranges(backend: str, tmp_path: Path) -> None:
 
     async def body() -> None:
         fs = vfs.dir_fs(root)
-        handle = await fs.open("/f")
+        handle = await fs.open("/f", write=True)
         assert isinstance(handle, vfs.OpenFile)
         assert await handle.read(2, 3) == b"234"
         assert await handle.write(12, b"ab") == 2  # past the end: the gap reads as zeros
