@@ -239,13 +239,7 @@ class Target:
 
 
 def is_mounted(path: Path) -> bool:
-    wanted = str(path)
-    with open("/proc/self/mountinfo") as f:
-        for line in f:
-            mountpoint = line.split(" ")[4].encode().decode("unicode_escape")
-            if mountpoint == wanted:
-                return True
-    return False
+    return str(path) in mountpoints()
 
 
 def lazy_unmount(path: Path, fuse: bool) -> None:
@@ -261,12 +255,36 @@ def lazy_unmount(path: Path, fuse: bool) -> None:
         print(f"warning: could not unmount {path}: {result.stderr.strip()}", file=sys.stderr)
 
 
+def mountpoints() -> list[str]:
+    with open("/proc/self/mountinfo") as f:
+        return [line.split(" ")[4].encode().decode("unicode_escape") for line in f]
+
+
+def clear_leftovers() -> None:
+    """Remove what a bench killed with SIGKILL left behind (its daemons die with it, not its tmpfs)."""
+    for work in Path(tempfile.gettempdir()).glob("agentroot-bench-*"):
+        pid_file = work / "pid"
+        if not pid_file.exists():
+            continue
+        with contextlib.suppress(ValueError, OSError):
+            os.kill(int(pid_file.read_text()), 0)
+            continue  # that bench is still running
+        mounted = set(mountpoints())
+        for path in sorted(work.iterdir(), reverse=True):  # mnt-* before tmpfs
+            if str(path) in mounted:
+                lazy_unmount(path, fuse=path.name.startswith("mnt-"))
+        shutil.rmtree(work, ignore_errors=True)
+        print(f"note: removed {work}, left by a killed bench", file=sys.stderr)
+
+
 class Workspace:
     """Owns every resource of a run: the work dir, the tmpfs, the daemons. ``close`` frees them."""
 
     def __init__(self, mount_options: list[str]) -> None:
         self.mount_options = mount_options
+        clear_leftovers()
         self.work = Path(tempfile.mkdtemp(prefix="agentroot-bench-"))
+        (self.work / "pid").write_text(str(os.getpid()))
         self.tmpfs = self.work / "tmpfs"
         self.tmpfs.mkdir()
         self.tmpfs_mounted = False
