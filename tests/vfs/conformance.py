@@ -954,7 +954,7 @@ async def posix_extension_basics(h: Harness) -> None:
     await fs.rename(s.p("/a.txt"), s.p("/moved.txt"))
     assert await fs.read(s.p("/moved.txt")) == SEED["/a.txt"]
     assert (await fs.stat(s.p("/a.txt"))).kind == "missing"
-    handle = await fs.open(s.p("/made.txt"), create=True)
+    handle = await fs.open(s.p("/made.txt"), write=True, create=True)
     try:
         assert await handle.write(0, b"made") == 4
         await handle.flush()
@@ -964,6 +964,29 @@ async def posix_extension_basics(h: Harness) -> None:
     info = await fs.setattr(s.p("/made.txt"), size=2)
     assert info.size == 2
     assert await fs.read(s.p("/made.txt")) == "ma"
+
+
+async def posix_read_only_refuses(h: Harness) -> None:
+    """A read-only tree opens for reading and refuses every POSIX change ("read-only mount")."""
+    s = await h.seeded()
+    fs = s.fs
+    handle = await fs.open(s.p("/a.txt"))
+    try:
+        assert await handle.read(0, 5) == b"alpha"
+    finally:
+        await handle.close()
+    changes: list[tuple[str, Callable[..., Awaitable[object]], tuple[Any, ...], dict[str, Any]]] = [
+        ("/a.txt", fs.open, (s.p("/a.txt"),), {"write": True}),
+        ("/new.txt", fs.open, (s.p("/new.txt"),), {"write": True, "create": True}),
+        ("/dir", fs.mkdir, (s.p("/dir"),), {}),
+        ("/a.txt", fs.unlink, (s.p("/a.txt"),), {}),
+        ("/a.txt", fs.setattr, (s.p("/a.txt"),), {"size": 0}),
+    ]
+    for path, call, args, options in changes:
+        with pytest.raises(vfs.ReadOnlyMountError) as caught:
+            await call(*args, **options)
+        assert_message(caught.value, f"read-only mount: {s.p(path)}")
+    assert await fs.read(s.p("/a.txt")) == SEED["/a.txt"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -1021,6 +1044,7 @@ RULES: tuple[Rule, ...] = (
     _rule(write_read_only, "read_only"),
     _rule(delete_read_only, "read_only"),
     _rule(posix_extension_basics, "posix", "writable", "seed"),
+    _rule(posix_read_only_refuses, "posix", "read_only", "seed"),
 )
 
 

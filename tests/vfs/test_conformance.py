@@ -145,12 +145,12 @@ async def build_dict_tree(tmp: Path, files: Files) -> Subject:
     return Subject(DictTree(files))
 
 
-READ_ONLY = Capabilities(writable=False)
+READ_ONLY = Capabilities(writable=False, has_posix=True)
 
 COMPOSITIONS = [
     Composition("dict_tree", Capabilities(), build_dict_tree),
     Composition("temp", Capabilities(has_posix=True), build_temp),
-    Composition("empty", Capabilities(writable=False, seedable=False), build_empty),
+    Composition("empty", Capabilities(writable=False, seedable=False, has_posix=True), build_empty),
     Composition("union_single", Capabilities(has_posix=True), build_union_single),
     Composition("union_multi", Capabilities(has_posix=True), build_union_multi),
     Composition("union_mixed", Capabilities(has_posix=True), build_union_mixed),
