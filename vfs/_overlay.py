@@ -38,7 +38,7 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import replace
 from functools import partial
-from typing import NoReturn, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 from ._errors import FileNotFoundError, PathError, ReadOnlyMountError
 from ._match import compile_grep
@@ -136,9 +136,13 @@ async def _tolerant(
 
 
 async def _served(
-    merged: AsyncIterator[T], cap: int | None, failures: _Failures
+    sources: list[AsyncIterator[T]],
+    key: Callable[[T], Any],
+    cap: int | None,
+    failures: _Failures,
 ) -> AsyncIterator[T]:
     """The capped merge; at its end, the first layer's error when no layer served."""
+    merged = merge_sorted(sources, key)
     capped = take(merged, cap)
     try:
         async for item in capped:
@@ -146,6 +150,8 @@ async def _served(
     finally:
         await aclose(capped)
         await aclose(merged)
+        for source in sources:
+            await aclose(source)
     failures.raise_if_all_failed()
 
 
@@ -216,6 +222,8 @@ class OverlayFileSystem:
         finally:
             await aclose(unique)
             await aclose(merged)
+            for source in sources:
+                await aclose(source)
 
     async def stat(self, path: str) -> FileInfo:
         return (await self._first(normalize_path(path), follow=True))[1]
@@ -252,7 +260,7 @@ class OverlayFileSystem:
             self._layer_stream(index, runner(layer), query.max_results, failures)
             for index, layer in enumerate(self._layers)
         ]
-        return _served(merge_sorted(sources, grep_key), query.max_results, failures)
+        return _served(sources, grep_key, query.max_results, failures)
 
     def _layer_stream(
         self,
@@ -299,7 +307,7 @@ class OverlayFileSystem:
             self._layer_stream(index, runner(layer), query.max_results, failures)
             for index, layer in enumerate(self._layers)
         ]
-        return _served(merge_sorted(sources, search_key), query.max_results, failures)
+        return _served(sources, search_key, query.max_results, failures)
 
     # The POSIX extension.
 

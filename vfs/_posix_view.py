@@ -218,8 +218,9 @@ class PosixView:
                 if is_strictly_under(pending, path)
             }
         )
-        merged = merge_sorted([self._fs.list(path), _entries(pending)], path_key)
-        return relay(unique_by_path(merged), merged)
+        sources = [self._fs.list(path), _entries(pending)]
+        merged = merge_sorted(sources, path_key)
+        return relay(unique_by_path(merged), merged, *sources)
 
     async def stat(self, path: str) -> FileInfo:
         path = normalize_path(path)

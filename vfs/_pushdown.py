@@ -66,8 +66,10 @@ async def refilled(
 async def relay(source: AsyncIterator[T], *wrapped: AsyncIterator[object]) -> AsyncIterator[T]:
     """``source``'s items; on exit closes ``source``, then the streams it wraps.
 
-    ``unique_by_path`` and ``take`` do not close the stream they wrap when closed early, and an
-    async generator left unclosed is a ``ResourceWarning`` under trio: pass it in ``wrapped``.
+    ``unique_by_path`` and ``take`` do not close the stream they wrap when closed early, nor does
+    ``merge_sorted`` with a single source, and an async generator left unclosed is a
+    ``ResourceWarning`` under trio: pass every stream built for ``source`` in ``wrapped``
+    (closing a finished or unstarted one is a no-op).
     """
     try:
         async for item in source:

@@ -34,7 +34,10 @@ naming the mount (the message cannot be rewritten safely without knowing its for
 POSIX: each operation goes to :func:`posix_view` of the covering mount (so an eight-verb child
 still mounts). A rename across mounts raises ``CrossMountError`` (``EXDEV``: ``mv`` then copies).
 Mount points and the directories above them cannot be removed or renamed (``EBUSY``); ``mkdir``
-of one is ``FileExistsError``.
+of one is ``FileExistsError``. Creating an entry (``open`` with ``create``, ``mkdir``, ``symlink``,
+``rename``) in a directory that exists only because a deeper mount lies beneath it first creates
+that directory in the covering child, as ``write`` would, so what ``stat`` calls a directory also
+takes new entries.
 
 Changes: the first ``watch`` subscribes the union to every watchable child (once, for the life of
 the union); a child's change is re-prefixed and forwarded with :meth:`Observers.notify`, keeping
@@ -172,7 +175,7 @@ async def _directories(paths: Iterable[str]) -> AsyncIterator[DirEntry]:
 def _merged_unique(sources: list[AsyncIterator[DirEntry]]) -> AsyncIterator[DirEntry]:
     """One entry per path, the earlier source winning (``merge_sorted`` keeps source order)."""
     merged = merge_sorted(sources, path_key)
-    return relay(unique_by_path(merged), merged)
+    return relay(unique_by_path(merged), merged, *sources)
 
 
 async def _filtered(
@@ -399,7 +402,7 @@ class UnionFileSystem:
                 child = replace(query, path=ROOT, glob=None if with_slash else pattern)
                 sources.append(self._grep_mount(other, child, other.nested, file_filter, path))
         merged = merge_sorted(sources, grep_key)
-        return relay(take(merged, cap), merged)
+        return relay(take(merged, cap), merged, *sources)
 
     def _grep_mount(
         self,
@@ -454,7 +457,7 @@ class UnionFileSystem:
         for other in beneath:
             sources.append(self._search_mount(other, replace(query, path=ROOT), other.nested))
         merged = merge_sorted(sources, search_key)
-        return relay(take(merged, cap), merged)
+        return relay(take(merged, cap), merged, *sources)
 
     def _search_mount(
         self, mount: _Mount, query: SearchQuery, shadowed: bool
@@ -472,6 +475,25 @@ class UnionFileSystem:
         return refilled(run, query.max_results, keep)
 
     # The POSIX extension.
+
+    async def _ensure_parent(self, mount: _Mount, path: str) -> None:
+        """Before creating ``path``: a parent that only the mount table makes a directory (it
+        holds a deeper mount) is created in the covering child, as ``write`` would, so that what
+        ``stat`` shows as a directory also takes new entries."""
+        parent = parent_path(path)
+        if parent not in self._synthesized or not is_strictly_under(parent, mount.prefix):
+            return
+        view = mount.view
+        missing: list[str] = []
+        probe = strip_prefix(parent, mount.prefix)
+        while probe != ROOT:
+            kind = (await _guarded(mount.prefix, view.stat(probe))).kind
+            if kind != "missing":
+                break  # present (or a file, which the create then reports)
+            missing.append(probe)
+            probe = parent_path(probe)
+        for directory in reversed(missing):
+            await _guarded(mount.prefix, view.mkdir(directory))
 
     async def lstat(self, path: str) -> FileInfo:
         return await self._stat(normalize_path(path), follow=False)
@@ -491,6 +513,8 @@ class UnionFileSystem:
         mount = self._covering(path)
         if path in self._synthesized:
             raise IsADirectoryError(path)
+        if create:
+            await self._ensure_parent(mount, path)
         opened = mount.view.open(
             strip_prefix(path, mount.prefix),
             create=create,
@@ -510,6 +534,7 @@ class UnionFileSystem:
         if path in self._synthesized:
             raise FileExistsError(path)
         mount = self._covering(path)
+        await self._ensure_parent(mount, path)
         child = strip_prefix(path, mount.prefix)
         await _guarded(mount.prefix, mount.view.mkdir(child, mode, uid=uid, gid=gid))
 
@@ -540,6 +565,7 @@ class UnionFileSystem:
         mount = self._covering(src)
         if self._covering(dst) is not mount:
             raise CrossMountError(src)
+        await self._ensure_parent(mount, dst)
         renamed = mount.view.rename(
             strip_prefix(src, mount.prefix),
             strip_prefix(dst, mount.prefix),
@@ -585,6 +611,7 @@ class UnionFileSystem:
         if path in self._synthesized:
             raise FileExistsError(path)
         mount = self._covering(path)
+        await self._ensure_parent(mount, path)
         child = strip_prefix(path, mount.prefix)
         await _guarded(mount.prefix, mount.view.symlink(child, target, uid=uid, gid=gid))
 

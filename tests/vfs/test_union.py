@@ -4,11 +4,24 @@ from __future__ import annotations
 
 import errno
 import os
-from collections.abc import Awaitable
+import re
+from collections.abc import Awaitable, Callable
 
+import anyio
 import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    rule,
+    run_state_machine_as_test,
+)
 
 import vfs
+from vfs._match import compile_glob, grep_lines
+from vfs._paths import relative_to
 
 from .eightverb import BACKENDS, EightVerbTree, collect, exactly, paths, run
 
@@ -356,3 +369,261 @@ def test_resolution_with_many_mounts(backend: str) -> None:
         assert union._resolve("/nowhere/deep/path") is None
 
     run(backend, main)
+
+
+def test_create_beneath_a_synthesized_directory(backend: str) -> None:
+    async def main() -> None:
+        root = EightVerbTree()
+        temp = vfs.temp_fs()
+        for child in (root, temp):
+            union = vfs.union_fs({"/": child, "/a/b/m": vfs.temp_fs()})
+            handle = await union.open(
+                "/a/new.txt", create=True
+            )  # /a exists only as a mount's parent
+            await handle.close()
+            await union.mkdir("/a/b/d")
+            assert await paths(union.list("/a")) == ["/a/b", "/a/new.txt"]
+            assert await paths(union.list("/a/b")) == ["/a/b/d", "/a/b/m"]
+            await union.rename("/a/new.txt", "/a/b/moved.txt")
+            assert (await union.stat("/a/b/moved.txt")).kind == "file"
+
+    run(backend, main)
+
+
+# A random union of temp_fs and eight-verb trees against a dict model.
+
+PREFIXES = ("/", "/a", "/a/b", "/agent", "/agent-tools", "/d")
+DIRS = ("", "a", "a/b", "a/b/c", "agent", "agent/x", "agent-tools", "d", "e")
+FILES = tuple(f"/{d}/{n}".replace("//", "/") for d in DIRS for n in ("f.txt", "g.py"))
+CONTENTS = ("alpha\n", "beta\nalpha\n", "gamma", "")
+GLOBS = ("*", "**", "*.txt", "**/*.py", "a/*", "*/*", "agent*/**", "a/**/g.py", "{d,e}/*")
+PLACES = ("/", "/a", "/a/b", "/agent", "/agent/x", "/d", "/e", "/nope", "/a/f.txt")
+
+
+def _ancestors(path: str) -> list[str]:
+    found = []
+    while path != "/":
+        path = vfs._paths.parent_path(path)
+        found.append(path)
+    return found
+
+
+class UnionModel(RuleBasedStateMachine):
+    """``union_fs`` over random mounts must behave like one dict of files."""
+
+    backend = "trio"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.mounts: dict[str, str] = {}  # prefix -> "temp" | "eight"
+        self.files: dict[str, str] = {}
+        self.kept: set[str] = set()  # directories a child keeps without files beneath
+        self.union: vfs._union.UnionFileSystem | None = None
+
+    def call(self, fn: Callable[[], Awaitable[object]]) -> object:
+        box: list[object] = []
+
+        async def main() -> None:
+            box.append(await fn())
+
+        anyio.run(main, backend=self.backend)
+        return box[0]
+
+    @initialize(
+        chosen=st.lists(st.sampled_from(PREFIXES), unique=True, max_size=4),
+        kinds=st.lists(st.sampled_from(["temp", "eight"]), min_size=4, max_size=4),
+    )
+    def build(self, chosen: list[str], kinds: list[str]) -> None:
+        self.mounts = dict(zip(chosen, kinds, strict=False))
+        trees: dict[str, vfs.FileSystem] = {
+            prefix: vfs.temp_fs() if kind == "temp" else EightVerbTree()
+            for prefix, kind in self.mounts.items()
+        }
+        self.union = vfs.union_fs(trees)
+
+    def resolve(self, path: str) -> str | None:
+        for probe in [path, *_ancestors(path)]:
+            if probe in self.mounts:
+                return probe
+        return None
+
+    def directories(self) -> set[str]:
+        dirs = {"/"}
+        for prefix in self.mounts:
+            dirs.update([prefix, *_ancestors(prefix)])
+        for path in [*self.files, *self.kept]:
+            dirs.update(_ancestors(path))
+        dirs.update(self.kept)
+        return dirs
+
+    def keep_parents(self, mount: str, path: str) -> None:
+        """What a child keeps of ``path``'s parents once ``path`` is gone."""
+        if self.mounts[mount] == "temp":
+            return  # temp_fs keeps every directory `write` made (recorded in `kept` already)
+        for directory in _ancestors(path):
+            if not vfs.is_under(directory, mount) or directory == mount or directory in self.kept:
+                return
+            if any(vfs._paths.is_strictly_under(f, directory) for f in self.files):
+                return
+            self.kept.add(directory)
+
+    def created(self, mount: str, path: str) -> None:
+        inside = [d for d in _ancestors(path) if vfs._paths.is_strictly_under(d, mount)]
+        if self.mounts[mount] == "temp":
+            self.kept.update(inside)
+        else:
+            self.kept.difference_update(inside)  # the tree derives them now
+
+    @rule(data=st.data(), contents=st.sampled_from(CONTENTS))
+    def write(self, data: st.DataObject, contents: str) -> None:
+        mounted = [f for f in FILES if self.resolve(f) is not None]
+        choices = (
+            st.sampled_from(mounted) | st.sampled_from(FILES) if mounted else st.sampled_from(FILES)
+        )
+        path = data.draw(choices, label="path")
+        assert self.union is not None
+        union = self.union
+        mount = self.resolve(path)
+        if mount is None:
+            with pytest.raises(vfs.NoMountError, match=exactly(f"no mount for path: {path}")):
+                self.call(lambda: union.write(path, contents))
+            return
+        self.call(lambda: union.write(path, contents))
+        self.files[path] = contents
+        self.created(mount, path)
+
+    @rule(data=st.data())
+    def delete(self, data: st.DataObject) -> None:
+        path = self.some_file(data, "path")
+        assert self.union is not None
+        union = self.union
+        mount = self.resolve(path)
+        if mount is None:
+            with pytest.raises(vfs.NoMountError, match=exactly(f"no mount for path: {path}")):
+                self.call(lambda: union.delete(path))
+        elif path not in self.files:
+            with pytest.raises(vfs.FileNotFoundError, match=exactly(f"not found: {path}")):
+                self.call(lambda: union.delete(path))
+        else:
+            self.call(lambda: union.delete(path))
+            del self.files[path]
+
+    def some_file(self, data: st.DataObject, label: str, near: str | None = None) -> str:
+        """A path from FILES, biased towards existing files and the mount of ``near``."""
+        likely = (
+            sorted(self.files)
+            if near is None
+            else [f for f in FILES if self.resolve(f) == self.resolve(near)]
+        )
+        choices = (
+            st.sampled_from(likely) | st.sampled_from(FILES) if likely else st.sampled_from(FILES)
+        )
+        return data.draw(choices, label=label)
+
+    @rule(data=st.data())
+    def rename(self, data: st.DataObject) -> None:
+        src = self.some_file(data, "src")
+        dst = self.some_file(data, "dst", near=src)
+        assert self.union is not None
+        union = self.union
+        mount, target = self.resolve(src), self.resolve(dst)
+        if mount is None or target is None:
+            with pytest.raises(vfs.NoMountError):
+                self.call(lambda: union.rename(src, dst))
+        elif mount != target:
+            with pytest.raises(vfs.CrossMountError, match=exactly(f"cross-mount rename: {src}")):
+                self.call(lambda: union.rename(src, dst))
+        elif src not in self.files or vfs._paths.parent_path(dst) not in self.directories():
+            with pytest.raises(FileNotFoundError):
+                self.call(lambda: union.rename(src, dst))
+        else:
+            self.call(lambda: union.rename(src, dst))
+            if src != dst:
+                self.files[dst] = self.files.pop(src)
+                self.created(mount, dst)
+                self.keep_parents(mount, src)
+
+    @rule(path=st.sampled_from(FILES))
+    def read(self, path: str) -> None:
+        assert self.union is not None
+        union = self.union
+        if self.resolve(path) is None:
+            with pytest.raises(vfs.NoMountError, match=exactly(f"no mount for path: {path}")):
+                self.call(lambda: union.read(path))
+        elif path not in self.files:
+            with pytest.raises(vfs.FileNotFoundError, match=exactly(f"not found: {path}")):
+                self.call(lambda: union.read(path))
+        else:
+            assert self.call(lambda: union.read(path)) == self.files[path]
+
+    def entries(self) -> dict[str, str]:
+        kinds = dict.fromkeys(self.directories() - {"/"}, "directory")
+        kinds.update(dict.fromkeys(self.files, "file"))
+        return kinds
+
+    @invariant()
+    def every_directory_lists_and_stats_as_the_model(self) -> None:
+        if self.union is None:
+            return
+        union = self.union
+        entries = self.entries()
+
+        async def observe() -> list[tuple[str, list[tuple[str, str]], str]]:
+            seen = []
+            for place in PLACES:
+                listed = [(e.path, e.kind) async for e in union.list(place)]
+                seen.append((place, listed, (await union.stat(place)).kind))
+            return seen
+
+        for place, listed, kind in self.call(observe):  # type: ignore[attr-defined]
+            expected = sorted(
+                (path, entry_kind)
+                for path, entry_kind in entries.items()
+                if vfs._paths.parent_path(path) == place and path != place
+            )
+            assert listed == ([] if place in self.files else expected), place
+            assert kind == ("directory" if place == "/" else entries.get(place, "missing")), place
+
+    @rule(pattern=st.sampled_from(GLOBS), place=st.sampled_from(PLACES))
+    def glob(self, pattern: str, place: str) -> None:
+        assert self.union is not None
+        union = self.union
+        match = compile_glob(pattern).match
+        expected = sorted(
+            path
+            for path in self.entries()
+            if vfs._paths.is_strictly_under(path, place) and match(relative_to(path, place))
+        )
+        assert self.call(lambda: paths(union.glob(pattern, place))) == expected
+
+    @rule(
+        pattern=st.sampled_from(["alpha", "^b", "a|g"]),
+        place=st.sampled_from(PLACES),
+        cap=st.sampled_from([None, 1, 2]),
+    )
+    def grep(self, pattern: str, place: str, cap: int | None) -> None:
+        assert self.union is not None
+        union = self.union
+        regex = re.compile(pattern)
+        expected = [
+            (path, number, line)
+            for path in sorted(self.files)
+            if vfs.is_under(path, place)
+            for number, line in grep_lines(self.files[path], regex)
+        ][:cap]
+        query = vfs.GrepQuery(pattern, path=place, max_results=cap)
+        got = self.call(lambda: collect(union.grep(query)))
+        assert [(h.path, h.line_number, h.line) for h in got] == expected  # type: ignore[attr-defined]
+
+
+def test_union_matches_a_dict_model(backend: str) -> None:
+    machine = type("UnionModelRun", (UnionModel,), {"backend": backend})
+    run_state_machine_as_test(
+        machine,
+        settings=settings(
+            max_examples=20,
+            stateful_step_count=50,
+            deadline=None,
+            suppress_health_check=[HealthCheck.too_slow],
+        ),
+    )
