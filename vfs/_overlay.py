@@ -318,6 +318,7 @@ class OverlayFileSystem:
         self,
         path: str,
         *,
+        write: bool = False,
         create: bool = False,
         exclusive: bool = False,
         truncate: bool = False,
@@ -326,7 +327,7 @@ class OverlayFileSystem:
         gid: int | None = None,
     ) -> OpenFile:
         path = normalize_path(path)
-        if create or truncate:
+        if write or create or truncate:
             raise ReadOnlyMountError(path)
         index, _ = await self._first(path, follow=True)
         if index < 0:

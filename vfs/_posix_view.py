@@ -285,6 +285,7 @@ class PosixView:
         self,
         path: str,
         *,
+        write: bool = False,
         create: bool = False,
         exclusive: bool = False,
         truncate: bool = False,
@@ -292,6 +293,8 @@ class PosixView:
         uid: int | None = None,
         gid: int | None = None,
     ) -> OpenFile:
+        # ``write`` needs nothing here: a handle only writes back what was written through it,
+        # and the kernel enforces the descriptor's access mode.
         path = normalize_path(path)
         info = await self.stat(path)
         buffer = self._buffers.get(path)

@@ -502,6 +502,7 @@ class UnionFileSystem:
         self,
         path: str,
         *,
+        write: bool = False,
         create: bool = False,
         exclusive: bool = False,
         truncate: bool = False,
@@ -517,6 +518,7 @@ class UnionFileSystem:
             await self._ensure_parent(mount, path)
         opened = mount.view.open(
             strip_prefix(path, mount.prefix),
+            write=write,
             create=create,
             exclusive=exclusive,
             truncate=truncate,

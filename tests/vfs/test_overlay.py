@@ -250,3 +250,12 @@ def test_overlay_inside_a_union(backend: str) -> None:
             await union.rename("/ro/a", "/rw/a")
 
     run(backend, main)
+
+
+def test_open_for_writing_is_refused(backend: str) -> None:
+    async def main() -> None:
+        overlay = vfs.overlay_fs([EightVerbTree({"/a": "x"})])
+        with pytest.raises(vfs.ReadOnlyMountError, match=exactly("read-only mount: /a")):
+            await overlay.open("/a", write=True)
+
+    run(backend, main)
