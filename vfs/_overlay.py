@@ -226,7 +226,17 @@ class OverlayFileSystem:
                 await aclose(source)
 
     async def stat(self, path: str) -> FileInfo:
-        return (await self._first(normalize_path(path), follow=True))[1]
+        path = normalize_path(path)
+        return await self._linked(path, *await self._first(path, follow=True))
+
+    async def _linked(self, path: str, index: int, info: FileInfo) -> FileInfo:
+        """A directory's link count over the merged listing (2 + its subdirectories)."""
+        if info.kind != "directory" or index == len(self._layers) - 1:
+            return info
+        subdirs = 0
+        async for entry in self.list(path):
+            subdirs += entry.kind == "directory"
+        return replace(info, nlink=2 + subdirs)
 
     def glob(self, pattern: str, dir: str = ROOT) -> AsyncIterator[DirEntry]:
         return glob_tree(self, pattern, dir)
@@ -312,7 +322,8 @@ class OverlayFileSystem:
     # The POSIX extension.
 
     async def lstat(self, path: str) -> FileInfo:
-        return (await self._first(normalize_path(path), follow=False))[1]
+        path = normalize_path(path)
+        return await self._linked(path, *await self._first(path, follow=False))
 
     async def open(
         self,

@@ -195,7 +195,7 @@ class UnionFileSystem:
     __slots__ = (
         "_beneath",
         "_by_prefix",
-        "_dir",
+        "_dirs",
         "_longest",
         "_mounts",
         "_observers",
@@ -244,16 +244,20 @@ class UnionFileSystem:
             for path in synthesized
         }
         now = time_ns()
-        self._dir = FileInfo(
-            "directory",
-            mode=0o755,
-            mtime_ns=now,
-            uid=os.getuid(),
-            gid=os.getgid(),
-            atime_ns=now,
-            ctime_ns=now,
-            nlink=2,
-        )
+        uid, gid = os.getuid(), os.getgid()
+        self._dirs = {  # what stat answers for a synthesized directory the child does not hold
+            path: FileInfo(
+                "directory",
+                mode=0o755,
+                mtime_ns=now,
+                uid=uid,
+                gid=gid,
+                atime_ns=now,
+                ctime_ns=now,
+                nlink=2 + len(self._synth_children.get(path, ())),
+            )
+            for path in synthesized
+        }
         self._observers = Observers()
         self._subscribed = False
 
@@ -319,12 +323,21 @@ class UnionFileSystem:
     async def _stat(self, path: str, *, follow: bool) -> FileInfo:
         mount = self._resolve(path)
         if mount is None:
-            return self._dir if path in self._synthesized else MISSING
+            return self._dirs.get(path, MISSING)
         child = strip_prefix(path, mount.prefix)
         view = mount.view
         info = await _guarded(mount.prefix, view.stat(child) if follow else view.lstat(child))
-        if info.kind != "directory" and path in self._synthesized:
-            return self._dir
+        if path not in self._synthesized:
+            return info
+        if info.kind != "directory":
+            return self._dirs[path]
+        if info.nlink is not None:  # count the mount points the child does not hold
+            extra = 0
+            for kid in self._synth_children.get(path, ()):
+                kid_info = await _guarded(mount.prefix, view.lstat(strip_prefix(kid, mount.prefix)))
+                extra += kid_info.kind != "directory"
+            if extra:
+                info = replace(info, nlink=info.nlink + extra)
         return info
 
     def glob(self, pattern: str, dir: str = ROOT) -> AsyncIterator[DirEntry]:
@@ -590,7 +603,7 @@ class UnionFileSystem:
         path = normalize_path(path)
         if path in self._synthesized:
             info = await self._stat(path, follow=False)
-            if info is self._dir:  # nothing behind it to change: accepted and ignored
+            if info is self._dirs[path]:  # nothing behind it to change: accepted and ignored
                 if size is not None:
                     raise IsADirectoryError(path)
                 return info

@@ -259,3 +259,16 @@ def test_open_for_writing_is_refused(backend: str) -> None:
             await overlay.open("/a", write=True)
 
     run(backend, main)
+
+
+def test_directory_link_counts_are_merged(backend: str) -> None:
+    async def main() -> None:
+        upper = vfs.temp_fs({"/src/a/f": "1"})
+        lower = vfs.temp_fs({"/src/b/g": "2", "/src/a/h": "3", "/src/file": "4"})
+        overlay = vfs.overlay_fs([upper, lower])
+        assert (await upper.stat("/src")).nlink == 3
+        assert (await overlay.stat("/src")).nlink == 4  # a and b
+        assert (await overlay.lstat("/src")).nlink == 4
+        assert (await overlay.stat("/src/b")).nlink == 2
+
+    run(backend, main)

@@ -627,3 +627,16 @@ def test_union_matches_a_dict_model(backend: str) -> None:
             suppress_health_check=[HealthCheck.too_slow],
         ),
     )
+
+
+def test_link_counts_include_mount_points(backend: str) -> None:
+    async def main() -> None:
+        root = vfs.temp_fs({"/c/f": "x", "/a/g": "y"})  # /a is a directory of the root tree too
+        union = vfs.union_fs({"/": root, "/a": vfs.temp_fs(), "/b": vfs.temp_fs(), "/d/e": root})
+        assert (await root.stat("/")).nlink == 4  # /a and /c
+        assert (await union.stat("/")).nlink == 6  # /a, /b, /c, /d
+        assert (await union.lstat("/d")).nlink == 3  # synthesized, holding /d/e
+        union = vfs.union_fs({"/x": EightVerbTree()})
+        assert (await union.stat("/")).nlink == 3
+
+    run(backend, main)
