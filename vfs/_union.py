@@ -6,7 +6,8 @@ Each mount is a tree rooted at ``/`` placed at a prefix. A path belongs to the m
 longest prefix that covers it by whole segment (``/agent`` covers ``/agent/x``, not
 ``/agent-tools``): the union strips that prefix on the way in and adds it back to every path it
 yields and every error it raises. Resolution walks the path's ancestors from the longest down to
-``/`` against a dict of prefixes, so it costs a few dict lookups whatever the number of mounts.
+``/`` against a dict of prefixes, so it costs a few dict lookups whatever the number of mounts,
+and its answers are memoized (a mount serves the same paths over and over).
 Everything that depends only on the mount table (the synthesized directories, which mounts lie
 beneath which directory) is computed once, in the constructor.
 
@@ -93,6 +94,8 @@ from ._walk import walk
 from ._watch import Observers
 
 T = TypeVar("T")
+
+_MEMO_SIZE = 4096  # resolved paths remembered per union
 
 
 def union_fs(mounts: Mapping[str, FileSystem]) -> UnionFileSystem:
@@ -197,6 +200,7 @@ class UnionFileSystem:
         "_by_prefix",
         "_dirs",
         "_longest",
+        "_memo",
         "_mounts",
         "_observers",
         "_subscribed",
@@ -223,6 +227,7 @@ class UnionFileSystem:
         )
         self._by_prefix = {mount.prefix: mount for mount in self._mounts}
         self._longest = max((len(prefix) for prefix in prefixes), default=0)
+        self._memo: dict[str, _Mount | None] = {}
         # Synthesized directories: "/", the mount points and their ancestors.
         synthesized = {ROOT}
         children: dict[str, set[str]] = {}
@@ -271,17 +276,29 @@ class UnionFileSystem:
         return {mount.prefix: mount.fs for mount in self._mounts}
 
     def _resolve(self, path: str) -> _Mount | None:
-        """The mount covering a normalized path: the longest prefix, by whole segment."""
+        """The mount covering a normalized path: the longest prefix, by whole segment.
+
+        Answers are memoized (the mount table never changes); the memo is dropped when full.
+        """
+        try:
+            return self._memo[path]
+        except KeyError:
+            pass
         get = self._by_prefix.get
         probe = path
+        mount = None
         while True:
             if len(probe) <= self._longest:
                 mount = get(probe)
-                if mount is not None:
-                    return mount
-            if probe == ROOT:
-                return None
+                if mount is not None or probe == ROOT:
+                    break
+            elif probe == ROOT:
+                break
             probe = probe[: probe.rindex("/")] or ROOT
+        if len(self._memo) >= _MEMO_SIZE:
+            self._memo.clear()
+        self._memo[path] = mount
+        return mount
 
     def _covering(self, path: str) -> _Mount:
         mount = self._resolve(path)
@@ -326,7 +343,9 @@ class UnionFileSystem:
             return self._dirs.get(path, MISSING)
         child = strip_prefix(path, mount.prefix)
         view = mount.view
-        info = await _guarded(mount.prefix, view.stat(child) if follow else view.lstat(child))
+        asked = view.stat(child) if follow else view.lstat(child)
+        # A child mounted at / needs no error rewriting: skip the wrapper on this hot path.
+        info = await (asked if mount.prefix == ROOT else _guarded(mount.prefix, asked))
         if path not in self._synthesized:
             return info
         if info.kind != "directory":

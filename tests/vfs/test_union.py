@@ -367,6 +367,9 @@ def test_resolution_with_many_mounts(backend: str) -> None:
         assert await union.read("/m7/f") == "7"
         assert union._resolve("/m7/innerx/f") is union._by_prefix["/m7"]
         assert union._resolve("/nowhere/deep/path") is None
+        for i in range(5000):  # past the memo's size: it is dropped and refilled
+            assert union._resolve(f"/m{i % 200}/x{i}") is union._by_prefix[f"/m{i % 200}"]
+        assert union._resolve("/m7/inner") is union._by_prefix["/m7/inner"]
 
     run(backend, main)
 
