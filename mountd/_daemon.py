@@ -37,6 +37,7 @@ import vfs
 
 from . import Mount, MountOptions, mounted
 from . import _registry as registry
+from ._control import Controller, serve_control, socket_path
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 REFRESH_SECONDS = 1.0
@@ -75,13 +76,15 @@ async def serve_until_signalled(
                 counters=dict(mount.counters),
             )
             try:
-                await trio.to_thread.run_sync(registry.write_state, state)
-                announce()
-                if ready_fd is not None:
-                    os.write(ready_fd, READY)
-                    os.close(ready_fd)
                 outcome = Served(None)
                 async with trio.open_nursery() as nursery:
+                    # The control socket is up before anyone is told the mount is live.
+                    await _start_control(nursery, mount)
+                    await trio.to_thread.run_sync(registry.write_state, state)
+                    announce()
+                    if ready_fd is not None:
+                        os.write(ready_fd, READY)
+                        os.close(ready_fd)
                     nursery.start_soon(_refresh, mount, state, nursery.cancel_scope)
                     async for signum in signals:
                         outcome = Served(signal.Signals(signum))
@@ -90,6 +93,16 @@ async def serve_until_signalled(
             finally:
                 registry.remove_state(mountpoint, pid)
     return outcome
+
+
+async def _start_control(nursery: trio.Nursery, mount: Mount) -> None:
+    """Serve the mount's control channel (``mountd._control``); without it, warn and go on."""
+    controller = Controller(mount.tree, mount.mountpoint, origin=mount, counters=mount.counters)
+    try:
+        await trio.to_thread.run_sync(lambda: registry.state_dir(create=True))
+        await nursery.start(serve_control, controller, socket_path(mount.mountpoint))
+    except OSError as error:
+        print(f"mountd: no control channel: {error}", file=sys.stderr, flush=True)
 
 
 async def _refresh(mount: Mount, state: registry.MountState, scope: trio.CancelScope) -> None:

@@ -26,10 +26,11 @@ import sys
 import time
 import traceback
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, NoReturn
 
 import vfs
+from vfs.turns import TurnRoot, turn_root
 
 if sys.version_info < (3, 11):  # pragma: no cover - trio brings the backport on 3.10
     from exceptiongroup import BaseExceptionGroup
@@ -51,6 +52,7 @@ run against an actual path.
   mountd mount --daemon spec.toml ./mnt   the same in the background; returns once it is live
   mountd status                        what is mounted, by whom, and how busy it is
   mountd unmount ./mnt                 stop serving (also clears a mount whose daemon died)
+  mountd turn end ./mnt                end the agent's turn: /tmp is empty again (see `turn --help`)
 """
 
 MOUNT_DESCRIPTION = """\
@@ -59,15 +61,28 @@ cleanly and exit 0) or until `mountd unmount MOUNTPOINT`.
 
 What is served:
   no SPEC        the current directory, read-only, at /, with a writable in-memory /tmp
+                 that is the agent's per-turn scratch (`mountd turn begin|end`)
   SPEC           a TOML file describing the tree (layers: temp, dir, empty, union, overlay,
                  host; see docs/spec.md); checked completely before anything is mounted
   --factory      a Python function returning a vfs.FileSystem (sync or async, no arguments),
                  imported as package.module:function with the current directory on sys.path
 
+--turns gives a SPEC or --factory tree the same per-turn /tmp (it shadows the tree's own /tmp).
 MOUNTPOINT is created if missing. A dead mount left there by a killed mountd is cleared first.
 """
 
 EPILOG = "Exit status: 0 success, 1 runtime failure, 2 usage or spec error."
+
+TURN_ACTIONS = ("begin", "end", "status", "changes")
+TURN_DESCRIPTION = """\
+Drive the turns of a mount served with a per-turn /tmp (the default mount, or --turns), through
+its control channel (a private Unix socket next to the daemon's state file).
+
+  begin     start a turn: /tmp is a new, empty scratch; --cwd names the harness's directory
+  end       end the turn: /tmp is empty through the mount when this returns
+  status    the active turn, what /tmp holds, the request counters
+  changes   the paths changed (through the mount or the API) since the turn began
+"""
 
 
 class UsageError(Exception):
@@ -85,6 +100,7 @@ class Source:
     label: str  # recorded in the state file and shown by `status`
     description: str
     make: Callable[[], Any]  # returns a FileSystem or an awaitable of one
+    turns: bool = False  # served under a per-turn /tmp (vfs.turns.TurnRoot)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -185,6 +201,12 @@ def _parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help=f"with --daemon: how long to wait for the mount to become live (default {READY_TIMEOUT:g})",
     )
+    mount.add_argument(
+        "--turns",
+        action="store_true",
+        help="serve /tmp as a per-turn scratch that `mountd turn end` empties (the default "
+        "mount always does)",
+    )
     mount.add_argument("--ready-fd", type=int, help=argparse.SUPPRESS)
     mount.set_defaults(run=_mount)
 
@@ -216,6 +238,24 @@ def _parser() -> argparse.ArgumentParser:
     )
     status.add_argument("--json", action="store_true", help="print a JSON array instead of text")
     status.set_defaults(run=_status)
+
+    turn = commands.add_parser(
+        "turn",
+        help="begin or end an agent's turn on a mount, or show its turn and changes",
+        description=TURN_DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    turn.add_argument("action", choices=TURN_ACTIONS, metavar="{" + ",".join(TURN_ACTIONS) + "}")
+    turn.add_argument("mountpoint", metavar="MOUNTPOINT")
+    turn.add_argument(
+        "--cwd",
+        metavar="DIR",
+        help="with begin: the harness's working directory, whose agent-tools/ spills the turn "
+        "may adopt (default: the current directory)",
+    )
+    turn.add_argument("--json", action="store_true", help="print the daemon's JSON answer")
+    turn.set_defaults(run=_turn)
     return parser
 
 
@@ -239,6 +279,8 @@ def _mount(args: argparse.Namespace) -> int:
     if spec_arg is not None and args.factory:
         raise UsageError("give either SPEC or --factory, not both")
     source = _source(spec_arg, args.factory)
+    if args.turns:
+        source = replace(source, turns=True)
     mountpoint = _prepare_mountpoint(mountpoint_arg)
     if args.daemon:
         return _mount_in_background(args, spec_arg, mountpoint, source)
@@ -256,7 +298,7 @@ def _source(spec_arg: str | None, factory: str | None) -> Source:
     cwd = os.getcwd()
     layer = default_layer(cwd)
     description = f"{cwd} read-only as its root, with a writable in-memory /tmp"
-    return Source("default", description, lambda: build(layer))
+    return Source("default", description, lambda: build(layer), turns=True)
 
 
 def _factory_function(reference: str) -> Callable[[], Any]:
@@ -341,6 +383,8 @@ def _mount_in_foreground(args: argparse.Namespace, mountpoint: str, source: Sour
 
     async def run() -> int:
         fs = await _make_tree(source)
+        if source.turns and not isinstance(fs, TurnRoot):
+            fs = turn_root(fs)
         served = await serve_until_signalled(
             fs,
             mountpoint,
@@ -404,6 +448,7 @@ def _mount_in_background(
             ("--allow-other", args.allow_other),
             ("--read-only", args.read_only),
             ("--debug", args.debug),
+            ("--turns", args.turns),
         )
         if on
     ]
@@ -479,6 +524,60 @@ def _force_unmount(path: str) -> None:
             registry.detach(path)  # busy: detach lazily
         except registry.DetachError as error:
             raise Failure(f"cannot unmount {path}: {error}") from None
+
+
+# --- turn -------------------------------------------------------------------------------------
+
+
+def _turn(args: argparse.Namespace) -> int:
+    from . import _control as control
+
+    path = registry.canonical(args.mountpoint)
+    if args.action in ("begin", "end"):
+        payload: dict[str, Any] = {"op": "turn", "action": args.action}
+        if args.action == "begin":
+            payload["cwd"] = os.path.abspath(args.cwd if args.cwd is not None else os.getcwd())
+    elif args.cwd is not None:
+        raise UsageError("--cwd goes with `turn begin` only")
+    else:
+        payload = {"op": args.action}
+    try:
+        reply = control.request(path, payload)
+    except control.ControlError as error:
+        raise Failure(str(error)) from None
+    if args.json:
+        print(json.dumps(reply, indent=2))
+    elif reply.get("ok"):
+        print(_turn_text(args.action, path, reply))
+    if not reply.get("ok"):
+        raise Failure(str(reply.get("error", "the daemon refused the request")))
+    return OK
+
+
+def _turn_text(action: str, path: str, reply: dict[str, Any]) -> str:
+    if action == "begin":
+        turn = reply["turn"]
+        return f"mountd: turn {turn['number']} began on {path} (spills from {turn['cwd']})"
+    if action == "end":
+        return f"mountd: turn {reply['turn']['number']} ended on {path}; /tmp is empty"
+    if action == "changes":
+        lines = [
+            f"{c['path']}  {','.join(c['kinds'])}  via {','.join(c['via'])}"
+            for c in reply["changes"]
+        ]
+        if reply.get("truncated"):
+            lines.append("(more paths changed than are kept)")
+        return "\n".join(lines) if lines else "mountd: nothing changed"
+    if not reply.get("turns"):
+        return f"{path}  no turns (mount with --turns for a per-turn /tmp)"
+    turn = reply.get("turn")
+    head = (
+        f"{path}  turn {turn['number']} active (spills from {turn['cwd']})"
+        if turn
+        else f"{path}  no active turn ({reply.get('turns_begun', 0)} so far)"
+    )
+    tmp = reply.get("tmp", [])
+    return head + "\n  /tmp: " + (" ".join(tmp) if tmp else "empty")
 
 
 # --- status ------------------------------------------------------------------------------------

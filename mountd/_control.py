@@ -1,0 +1,353 @@
+"""The control channel of a running mount: turns, status and changes, as JSON lines on a socket.
+
+Theory of operation
+-------------------
+A daemon started by the ``mountd`` command listens on a Unix socket next to its state file,
+``<state dir>/<key>.sock`` (the state directory is private, mode 0700; the socket is 0600). A
+client writes one JSON object per line and reads one JSON object per line back, in order:
+
+=============================================  ==================================================
+request                                        answer (``{"ok": false, "error": "..."}`` on error)
+=============================================  ==================================================
+``{"op": "turn", "action": "begin",``          ``{"ok": true, "turn": {...}}``: a new turn with an
+``"cwd": "/harness/cwd"}``                     empty ``/tmp``; ``cwd`` is where native tools spill
+``{"op": "turn", "action": "end"}``            ``{"ok": true, "turn": {...}}`` once ``/tmp`` is
+                                               empty *and the kernel has forgotten it*
+``{"op": "status"}``                           mount, pid, turn, ``tmp`` (names in ``/tmp`` as the
+                                               tree sees them), request counters
+``{"op": "changes"}``                          ``{"ok": true, "since": t, "changes": [{"path",
+                                               "kinds", "via"}]}``: paths changed since the turn
+                                               began (or the mount started), through the mount
+                                               (``via: mount``) or the tree's API (``api``)
+``{"op": "adopt", "tool": "webFetch",``        ``{"ok": true, "result": ..., "adopted": [uuid]}``:
+``"result": ...}``                             the active turn's spill rewrite (``Turn.adopt_spill``)
+=============================================  ==================================================
+
+Turns need a turn-aware tree (:class:`vfs.turns.TurnRoot`); on any other tree the turn and adopt
+requests answer an error and status/changes still work. :class:`Controller` holds the logic and
+is tested without a socket; :func:`serve_control` is the trio listener the daemon runs next to the
+mount; :func:`request` is the blocking client the command line uses. Requests run on the event
+loop that serves the mount, one connection at a time per task, and never touch the mount itself.
+
+The change log is fed by :meth:`vfs.Watchable.watch` on the served tree: it keeps the paths (with
+their change kinds and origins) of every notification since the turn began, deduplicated and
+capped at :data:`MAX_CHANGES` paths (then ``"truncated": true``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import stat
+import threading
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from vfs import Change, FileSystem, Watchable
+from vfs.turns import Turn, TurnRoot
+
+from . import _registry as registry
+
+MAX_CHANGES = 100_000
+MAX_LINE = 16 * 1024 * 1024
+REQUEST_TIMEOUT = 30.0
+# sockaddr_un.sun_path holds 108 bytes including the terminating NUL.
+MAX_SOCKET_PATH = 107
+
+
+class ControlError(Exception):
+    """A control request that could not be made or was refused (``str`` says why)."""
+
+
+def socket_path(mountpoint: str) -> Path:
+    """The control socket of the mount at ``mountpoint`` (a canonical path)."""
+    return registry.state_dir() / f"{registry.state_key(mountpoint)}.sock"
+
+
+class Controller:
+    """Answers control requests for one served tree (see the module docstring)."""
+
+    def __init__(
+        self,
+        fs: FileSystem,
+        mountpoint: str,
+        *,
+        origin: object = None,
+        counters: Mapping[str, int] | None = None,
+    ) -> None:
+        self.fs = fs
+        self.mountpoint = mountpoint
+        self.origin = origin  # the Mount: changes made through it carry it as their origin
+        self.counters: Mapping[str, int] = {} if counters is None else counters
+        self._lock = threading.Lock()
+        self._changes: dict[str, tuple[set[str], set[str]]] = {}
+        self._truncated = False
+        self._since = time.time()
+        self._unwatch: Callable[[], None] | None = None
+
+    @property
+    def turns(self) -> TurnRoot | None:
+        return self.fs if isinstance(self.fs, TurnRoot) else None
+
+    def start(self) -> None:
+        """Begin recording changes (if the tree reports them)."""
+        if isinstance(self.fs, Watchable) and self._unwatch is None:
+            self._unwatch = self.fs.watch(self._record)
+
+    def close(self) -> None:
+        if self._unwatch is not None:
+            self._unwatch()
+            self._unwatch = None
+
+    def _record(self, change: Change) -> None:
+        via = "mount" if self.origin is not None and change.origin is self.origin else "api"
+        with self._lock:
+            entry = self._changes.get(change.path)
+            if entry is None:
+                if len(self._changes) >= MAX_CHANGES:
+                    self._truncated = True
+                    return
+                entry = self._changes[change.path] = (set(), set())
+            entry[0].add(change.kind)
+            entry[1].add(via)
+
+    def _reset_changes(self) -> None:
+        with self._lock:
+            self._changes.clear()
+            self._truncated = False
+            self._since = time.time()
+
+    async def handle(self, request: object) -> dict[str, Any]:
+        """The answer to one request (never raises for a bad request: it answers an error)."""
+        try:
+            return await self._dispatch(request)
+        except ControlError as error:
+            return {"ok": False, "error": str(error)}
+
+    async def _dispatch(self, request: object) -> dict[str, Any]:
+        if not isinstance(request, dict):
+            raise ControlError("a request is a JSON object with an 'op'")
+        op = request.get("op")
+        if op == "turn":
+            return await self._turn(request)
+        if op == "status":
+            return await self._status()
+        if op == "changes":
+            return self._changes_reply()
+        if op == "adopt":
+            return await self._adopt(request)
+        raise ControlError(f"unknown op {op!r} (expected turn, status, changes or adopt)")
+
+    def _turn_root(self) -> TurnRoot:
+        turns = self.turns
+        if turns is None:
+            raise ControlError(
+                f"{self.mountpoint} has no turns: serve it with `mountd mount --turns` "
+                "(the default mount has them)"
+            )
+        return turns
+
+    async def _turn(self, request: dict[str, Any]) -> dict[str, Any]:
+        turns = self._turn_root()
+        action = request.get("action")
+        if action == "begin":
+            cwd = request.get("cwd")
+            if cwd is not None and (not isinstance(cwd, str) or not os.path.isabs(cwd)):
+                raise ControlError(f"cwd must be an absolute path, not {cwd!r}")
+            try:
+                turn = await turns.begin_turn(cwd=cwd)
+            except RuntimeError as error:
+                raise ControlError(str(error)) from None
+            self._reset_changes()
+            return {"ok": True, "turn": _describe(turn)}
+        if action == "end":
+            try:
+                turn = await turns.end_turn()
+            except RuntimeError as error:
+                raise ControlError(str(error)) from None
+            return {"ok": True, "turn": _describe(turn)}
+        raise ControlError(f"unknown turn action {action!r} (expected begin or end)")
+
+    async def _status(self) -> dict[str, Any]:
+        turns = self.turns
+        reply: dict[str, Any] = {
+            "ok": True,
+            "mountpoint": self.mountpoint,
+            "pid": os.getpid(),
+            "turns": turns is not None,
+            "turn": None,
+            "turns_begun": 0,
+            "counters": dict(self.counters),
+        }
+        if turns is not None:
+            reply["turns_begun"] = turns.turns
+            if turns.turn is not None:
+                reply["turn"] = _describe(turns.turn)
+            reply["tmp"] = [entry.path async for entry in turns.list("/tmp")]
+        return reply
+
+    def _changes_reply(self) -> dict[str, Any]:
+        with self._lock:
+            changes = [
+                {"path": path, "kinds": sorted(kinds), "via": sorted(via)}
+                for path, (kinds, via) in sorted(self._changes.items())
+            ]
+            truncated = self._truncated
+            since = self._since
+        turns = self.turns
+        turn = turns.turn if turns is not None else None
+        return {
+            "ok": True,
+            "since": since,
+            "turn": None if turn is None else turn.number,
+            "changes": changes,
+            "truncated": truncated,
+        }
+
+    async def _adopt(self, request: dict[str, Any]) -> dict[str, Any]:
+        turn = self._turn_root().turn
+        if turn is None:
+            raise ControlError("no turn is active: begin one first")
+        tool = request.get("tool")
+        if not isinstance(tool, str):
+            raise ControlError("adopt needs 'tool' (webSearch or webFetch) and 'result'")
+        try:
+            result = await turn.adopt_spill(request.get("result"), tool_name=tool)
+        except OSError as error:
+            raise ControlError(f"adopting the spill failed: {error}") from None
+        return {"ok": True, "result": result, "adopted": list(turn.adopted)}
+
+
+def _describe(turn: Turn) -> dict[str, Any]:
+    return {
+        "number": turn.number,
+        "active": turn.active,
+        "started": turn.started,
+        "cwd": turn.spill_scope.cwd,
+    }
+
+
+# --- the server (trio, next to the mount) -------------------------------------------------------
+
+
+async def serve_control(
+    controller: Controller,
+    path: Path,
+    *,
+    task_status: trio.TaskStatus[Path] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Listen on ``path`` and answer requests until cancelled; remove the socket on the way out.
+
+    Raises ``OSError`` if the socket cannot be made (a path longer than :data:`MAX_SOCKET_PATH`
+    bytes is refused up front).
+    """
+    address = os.fsencode(path)
+    if len(address) > MAX_SOCKET_PATH:
+        raise OSError(f"control socket path too long ({len(address)} bytes): {path}")
+    _remove_stale(path)
+    sock = trio.socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    controller.start()
+    try:
+        await sock.bind(address)
+        os.chmod(path, 0o600)
+        sock.listen(16)
+        listener = trio.SocketListener(sock)
+        async with listener, trio.open_nursery() as nursery:
+            task_status.started(path)
+            while True:
+                stream = await listener.accept()
+                nursery.start_soon(_serve_client, controller, stream)
+    finally:
+        controller.close()
+        sock.close()
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+
+
+def _remove_stale(path: Path) -> None:
+    """A socket left by a killed daemon (the mountpoint was checked free before we got here)."""
+    try:
+        info = path.lstat()
+    except FileNotFoundError:
+        return
+    if not stat.S_ISSOCK(info.st_mode):
+        raise OSError(f"not a socket, refusing to replace it: {path}")
+    path.unlink()
+
+
+async def _serve_client(controller: Controller, stream: trio.SocketStream) -> None:
+    async with stream:
+        buffer = b""
+        while True:
+            try:
+                data = await stream.receive_some(65536)
+            except trio.BrokenResourceError:
+                return
+            if not data:
+                return
+            buffer += data
+            while b"\n" in buffer:
+                line, buffer = buffer.split(b"\n", 1)
+                if line.strip():
+                    try:
+                        parsed = json.loads(line)
+                    except ValueError as error:
+                        reply = {"ok": False, "error": f"not JSON: {error}"}
+                    else:
+                        reply = await controller.handle(parsed)
+                    try:
+                        await stream.send_all(_encode(reply))
+                    except (trio.BrokenResourceError, trio.ClosedResourceError):
+                        return
+            if len(buffer) > MAX_LINE:
+                with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+                    await stream.send_all(_encode({"ok": False, "error": "request line too long"}))
+                return
+
+
+def _encode(reply: dict[str, Any]) -> bytes:
+    return json.dumps(reply, default=str).encode() + b"\n"
+
+
+# --- the client (blocking, for the command line) ------------------------------------------------
+
+
+def request(
+    mountpoint: str, payload: dict[str, Any], *, timeout: float = REQUEST_TIMEOUT
+) -> dict[str, Any]:
+    """Send one request to the mount at ``mountpoint`` (canonical) and return its answer.
+
+    Raises :class:`ControlError` when there is no control channel or it does not answer.
+    """
+    path = socket_path(mountpoint)
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as client:
+        client.settimeout(timeout)
+        try:
+            client.connect(os.fsencode(path))
+        except (FileNotFoundError, ConnectionRefusedError):
+            raise ControlError(
+                f"no control channel for {mountpoint} (is it served by `mountd mount`? "
+                "see `mountd status`)"
+            ) from None
+        except OSError as error:
+            raise ControlError(f"cannot reach the daemon of {mountpoint}: {error}") from None
+        try:
+            client.sendall(json.dumps(payload).encode() + b"\n")
+            with client.makefile("rb") as reader:
+                line = reader.readline(MAX_LINE)
+        except TimeoutError:
+            raise ControlError(
+                f"the daemon of {mountpoint} did not answer within {timeout:g} s"
+            ) from None
+        except OSError as error:
+            raise ControlError(f"talking to the daemon of {mountpoint} failed: {error}") from None
+    if not line:
+        raise ControlError(f"the daemon of {mountpoint} closed the control channel")
+    reply: dict[str, Any] = json.loads(line)
+    return reply

@@ -1,0 +1,243 @@
+"""``TurnRoot``: one long-lived tree whose ``/tmp`` is the current turn's scratch (a live mount).
+
+Theory of operation
+-------------------
+A mount serves one tree for its whole life, so it cannot be handed a freshly composed root each
+turn the way :class:`vfs.turns.Session` does. :class:`TurnRoot` is that one tree: a
+``union_fs({"/": authored, "/tmp": slot})`` whose ``/tmp`` mount is a *slot* that forwards every
+call to the current turn's ``temp_fs``. Beginning or ending a turn swaps a new, empty ``temp_fs``
+into the slot. Nothing else changes, so the union (built once) never re-subscribes to the
+authored tree, and a turn's scratch is unreachable from the root once it is swapped out.
+
+A swap is a change: the slot reports ``Change("/", "entry")``, which the union forwards as an
+``entry`` change at ``/tmp``, and the swap awaits the subscribers. Under ``mountd`` the subscriber
+is the mount's invalidator, so when ``end_turn`` returns the kernel has forgotten ``/tmp`` and
+everything below it, and ``ls MNT/tmp`` is empty. The slot subscribes to the current scratch
+only (unsubscribing from the one it drops), so writes into the current ``/tmp`` through the API
+(a spill adopted by the turn) invalidate the kernel's view too, and late writes into a dropped
+scratch are reported to nobody.
+
+Turns here are strictly sequential: ``begin_turn`` while a turn is active and ``end_turn``
+without one raise ``RuntimeError``. Between turns ``/tmp`` is still a writable, empty scratch
+(what ``mountd mount`` always served); ``begin_turn`` swaps it too, so a turn starts empty even if
+something wrote there in between. Files a process holds open in a swapped-out scratch keep
+working (they hold their node), as with an unlinked file.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+from .._temp import TempFileSystem, temp_fs
+from .._types import (
+    Change,
+    ChangeCallback,
+    DirEntry,
+    FileInfo,
+    FileSystem,
+    GrepQuery,
+    GrepResult,
+    OpenFile,
+    SearchQuery,
+    SearchResult,
+)
+from .._union import UnionFileSystem
+from .._watch import Observers
+from ._spill import SCRATCH, SpillScope
+from ._turn import Turn, open_turn
+
+
+def turn_root(authored: FileSystem) -> TurnRoot:
+    """``authored`` with a per-turn ``/tmp`` scratch over its own ``/tmp`` (see the module)."""
+    return TurnRoot(authored)
+
+
+class _ScratchSlot:
+    """The ``/tmp`` mount of a :class:`TurnRoot`: every call goes to the current scratch."""
+
+    __slots__ = ("_current", "_observers", "_unsubscribe")
+
+    def __init__(self) -> None:
+        self._current: TempFileSystem = temp_fs()
+        self._observers = Observers()
+        self._unsubscribe: Callable[[], None] | None = None
+
+    def __repr__(self) -> str:
+        return f"scratch({self._current!r})"
+
+    @property
+    def current(self) -> TempFileSystem:
+        return self._current
+
+    async def swap(self) -> TempFileSystem:
+        """Put a new empty scratch in place; report it and wait for the subscribers."""
+        fresh = temp_fs()
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = fresh.watch(self._forward)
+        self._current = fresh
+        await self._observers.emit("/", "entry")
+        return fresh
+
+    def _forward(self, change: Change) -> Awaitable[None] | None:
+        return self._observers.notify(change)
+
+    def watch(self, callback: ChangeCallback) -> Callable[[], None]:
+        if self._unsubscribe is None:
+            self._unsubscribe = self._current.watch(self._forward)
+        return self._observers.subscribe(callback)
+
+    # The eight verbs and the POSIX extension, forwarded.
+
+    def list(self, prefix: str = "/") -> AsyncIterator[DirEntry]:
+        return self._current.list(prefix)
+
+    async def stat(self, path: str) -> FileInfo:
+        return await self._current.stat(path)
+
+    def glob(self, pattern: str, dir: str = "/") -> AsyncIterator[DirEntry]:
+        return self._current.glob(pattern, dir)
+
+    async def read(self, path: str) -> str | bytes:
+        return await self._current.read(path)
+
+    def grep(self, query: GrepQuery) -> AsyncIterator[GrepResult]:
+        return self._current.grep(query)
+
+    async def write(self, path: str, contents: str | bytes) -> None:
+        await self._current.write(path, contents)
+
+    async def delete(self, path: str) -> None:
+        await self._current.delete(path)
+
+    def search(self, query: SearchQuery) -> AsyncIterator[SearchResult]:
+        return self._current.search(query)
+
+    async def lstat(self, path: str) -> FileInfo:
+        return await self._current.lstat(path)
+
+    async def open(
+        self,
+        path: str,
+        *,
+        write: bool = False,
+        create: bool = False,
+        exclusive: bool = False,
+        truncate: bool = False,
+        mode: int = 0o644,
+        uid: int | None = None,
+        gid: int | None = None,
+    ) -> OpenFile:
+        return await self._current.open(
+            path,
+            write=write,
+            create=create,
+            exclusive=exclusive,
+            truncate=truncate,
+            mode=mode,
+            uid=uid,
+            gid=gid,
+        )
+
+    async def mkdir(
+        self, path: str, mode: int = 0o755, *, uid: int | None = None, gid: int | None = None
+    ) -> None:
+        await self._current.mkdir(path, mode, uid=uid, gid=gid)
+
+    async def rmdir(self, path: str) -> None:
+        await self._current.rmdir(path)
+
+    async def unlink(self, path: str) -> None:
+        await self._current.unlink(path)
+
+    async def rename(
+        self, src: str, dst: str, *, noreplace: bool = False, exchange: bool = False
+    ) -> None:
+        await self._current.rename(src, dst, noreplace=noreplace, exchange=exchange)
+
+    async def setattr(
+        self,
+        path: str,
+        *,
+        size: int | None = None,
+        mode: int | None = None,
+        uid: int | None = None,
+        gid: int | None = None,
+        atime_ns: int | None = None,
+        mtime_ns: int | None = None,
+    ) -> FileInfo:
+        return await self._current.setattr(
+            path, size=size, mode=mode, uid=uid, gid=gid, atime_ns=atime_ns, mtime_ns=mtime_ns
+        )
+
+    async def symlink(
+        self, path: str, target: str, *, uid: int | None = None, gid: int | None = None
+    ) -> None:
+        await self._current.symlink(path, target, uid=uid, gid=gid)
+
+    async def readlink(self, path: str) -> str:
+        return await self._current.readlink(path)
+
+
+class TurnRoot(UnionFileSystem):
+    """``authored`` at ``/`` and the current turn's scratch at ``/tmp`` (see the module)."""
+
+    __slots__ = ("_authored", "_slot", "_turn", "_turns")
+
+    def __init__(self, authored: FileSystem) -> None:
+        slot = _ScratchSlot()
+        super().__init__({"/": authored, SCRATCH: slot})
+        self._authored = authored
+        self._slot = slot
+        self._turn: Turn | None = None
+        self._turns = 0
+
+    def __repr__(self) -> str:
+        return f"turn_root({self._authored!r})"
+
+    @property
+    def authored(self) -> FileSystem:
+        return self._authored
+
+    @property
+    def scratch(self) -> FileSystem:
+        """The tree at ``/tmp`` right now."""
+        return self._slot.current
+
+    @property
+    def turn(self) -> Turn | None:
+        """The active turn, if any."""
+        return self._turn
+
+    @property
+    def turns(self) -> int:
+        """How many turns have begun."""
+        return self._turns
+
+    async def begin_turn(self, *, cwd: str | os.PathLike[str] | None = None) -> Turn:
+        """Start a turn with an empty ``/tmp``. ``cwd``: the harness's working directory, whose
+        ``agent-tools`` spills the turn may adopt (default: this process's). ``RuntimeError`` if a
+        turn is active."""
+        if self._turn is not None:
+            raise RuntimeError(f"turn {self._turn.number} is active; end it first")
+        scope = SpillScope.of(cwd, overlay=True)
+        scratch = await self._slot.swap()
+        turn = await open_turn(self, scratch, scope, number=self._turns + 1, on_end=self._ended)
+        self._turn = turn
+        self._turns = turn.number
+        return turn
+
+    async def end_turn(self) -> Turn:
+        """End the active turn: ``/tmp`` is empty (and the kernel told) when this returns.
+        ``RuntimeError`` without an active turn."""
+        turn = self._turn
+        if turn is None:
+            raise RuntimeError("no turn is active")
+        await turn.end()
+        return turn
+
+    async def _ended(self, turn: Turn) -> None:
+        if self._turn is turn:
+            self._turn = None
+            await self._slot.swap()
