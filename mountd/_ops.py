@@ -321,6 +321,7 @@ class Operations(pyfuse3.Operations):
         parent, text, path = self._child_path(parent_inode, name)
         file = await self.fs.open(
             path,
+            write=True,
             create=True,
             exclusive=True,
             mode=mode & ~ctx.umask & 0o7777,
@@ -411,17 +412,17 @@ class Operations(pyfuse3.Operations):
     async def open(self, inode: int, flags: int, ctx: pyfuse3.RequestContext) -> pyfuse3.FileInfo:
         node = self._node(inode)
         truncate = bool(flags & os.O_TRUNC)
+        write = (flags & os.O_ACCMODE) != os.O_RDONLY
         path = self.inodes.path(node)
         if path is None:
-            # The kernel resolved the name to this inode just before a rename replaced it.
-            if node.keeper is not None:
-                if truncate:
-                    await node.keeper.truncate(0)
+            # The kernel resolved the name to this inode just before a rename replaced it. The
+            # keeper is a read-only handle; a writer is sent back to the new file instead.
+            if node.keeper is not None and not write and not truncate:
                 return self._add_handle(node, node.keeper, flags, shared=True)
             # ESTALE makes the kernel redo the path walk once (LOOKUP_REVAL) and open what
             # the name means now.
             raise _fuse_error(errno.ESTALE)
-        file = await self.fs.open(path, truncate=truncate)
+        file = await self.fs.open(path, write=write, truncate=truncate)
         return self._add_handle(node, file, flags)
 
     def _add_handle(
@@ -439,6 +440,7 @@ class Operations(pyfuse3.Operations):
         parent, text, path = self._child_path(parent_inode, name)
         file = await self.fs.open(
             path,
+            write=True,
             create=True,
             exclusive=bool(flags & os.O_EXCL),
             truncate=bool(flags & os.O_TRUNC),

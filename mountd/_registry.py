@@ -158,8 +158,13 @@ def canonical(path: str | os.PathLike[str]) -> str:
     return os.path.realpath(os.path.abspath(os.fspath(path)))
 
 
+# ENOTCONN once the daemon's /dev/fuse descriptor is gone; ECONNABORTED when the connection was
+# aborted (fusectl ``abort``, or the kernel tearing it down while requests were queued).
+_DEAD = frozenset({errno.ENOTCONN, errno.ECONNABORTED})
+
+
 def probe(mountpoint: str, timeout: float = 2.0) -> Health:
-    """``live`` if the daemon answers ``statvfs``, ``dead`` on ``ENOTCONN``, ``hung`` if it does
+    """``live`` if the daemon answers ``statvfs``, ``dead`` on ``ENOTCONN``/``ECONNABORTED``, ``hung`` if it does
     not answer within ``timeout``, ``unreachable`` on any other error (e.g. another user's mount
     without ``allow_other``)."""
     outcome: list[Health] = []
@@ -169,7 +174,7 @@ def probe(mountpoint: str, timeout: float = 2.0) -> Health:
             os.statvfs(mountpoint)
             outcome.append("live")
         except OSError as error:
-            outcome.append("dead" if error.errno == errno.ENOTCONN else "unreachable")
+            outcome.append("dead" if error.errno in _DEAD else "unreachable")
 
     # A daemon thread: if the mount hangs, the thread stays blocked but cannot keep us alive.
     thread = threading.Thread(target=run, name=f"probe {mountpoint}", daemon=True)

@@ -17,12 +17,10 @@ T = TypeVar("T")
 async def merge_sorted(
     sources: Sequence[AsyncIterable[T]], key: Callable[[T], Any]
 ) -> AsyncIterator[T]:
-    """Merge sorted streams into one sorted stream; ties keep the order of ``sources``."""
+    """Merge sorted streams into one sorted stream; ties keep the order of ``sources``.
+
+    The sources are closed when the merge stops, early or not."""
     iterators = [aiter(source) for source in sources]
-    if len(iterators) == 1:
-        async for item in iterators[0]:
-            yield item
-        return
     heap: list[tuple[Any, int, T]] = []
     try:
         for index, iterator in enumerate(iterators):
@@ -43,35 +41,46 @@ async def merge_sorted(
                 heapq.heapreplace(heap, (key(following), index, following))
     finally:
         for iterator in iterators:
-            close = getattr(iterator, "aclose", None)
-            if close is not None:
-                await close()
+            await _close(iterator)
 
 
 async def unique_by_path(source: AsyncIterable[T]) -> AsyncIterator[T]:
     """Drop items whose ``path`` equals the previous one (the first, from the earlier source, wins)."""
     previous: str | None = None
-    async for item in source:
-        path: str = item.path  # type: ignore[attr-defined]
-        if path != previous:
-            previous = path
-            yield item
+    try:
+        async for item in source:
+            path: str = item.path  # type: ignore[attr-defined]
+            if path != previous:
+                previous = path
+                yield item
+    finally:
+        await _close(source)
 
 
 async def take(source: AsyncIterable[T], limit: int | None) -> AsyncIterator[T]:
     """At most ``limit`` items of ``source`` (all of them when ``limit`` is None)."""
-    if limit is None:
+    try:
+        if limit is None:
+            async for item in source:
+                yield item
+            return
+        if limit <= 0:
+            return
+        count = 0
         async for item in source:
             yield item
-        return
-    if limit <= 0:
-        return
-    count = 0
-    async for item in source:
-        yield item
-        count += 1
-        if count >= limit:
-            return
+            count += 1
+            if count >= limit:
+                return
+    finally:
+        await _close(source)
+
+
+async def _close(source: object) -> None:
+    """Close a source that is an async generator (or anything with ``aclose``), once we stop."""
+    close = getattr(source, "aclose", None)
+    if close is not None:
+        await close()
 
 
 def path_key(item: Any) -> str:
