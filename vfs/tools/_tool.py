@@ -81,10 +81,16 @@ class Tool:
         """The JSON schema of the arguments (canonical names only; aliases are accepted too)."""
         return input_schema(self.spec.params)
 
+    def parse_arguments(self, arguments: Mapping[str, object]) -> dict[str, object]:
+        """``arguments`` under their canonical names, validated (aliases mapped, ``explanation``
+        dropped); raises :class:`~vfs.tools._args.ArgumentError`. For callers that rewrite a
+        call's arguments before invoking it."""
+        return parse_arguments(self.name, self.spec.params, arguments)
+
     async def invoke(self, arguments: Mapping[str, object]) -> ToolResult:
         """Run the tool; FileSystem errors and bad arguments become error envelopes."""
         try:
-            parsed = parse_arguments(self.name, self.spec.params, arguments)
+            parsed = self.parse_arguments(arguments)
             content = await self.spec.body(self.fs, self.resolve_path, parsed)
         except (ArgumentError, OSError) as error:
             return ToolResult.failure(str(error))
