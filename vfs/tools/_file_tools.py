@@ -29,6 +29,7 @@ the tree's own error chained as ``__cause__``), as the contract says.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from types import MappingProxyType
 from typing import cast
 
 from .._content import is_image_path
@@ -381,19 +382,21 @@ SEMANTIC_SEARCH_SPEC = ToolSpec(
 )
 
 
-SPECS: Mapping[str, ToolSpec] = {
-    spec.name: spec
-    for spec in (
-        READ_SPEC,
-        LS_SPEC,
-        GREP_SPEC,
-        GLOB_SPEC,
-        WRITE_SPEC,
-        STR_REPLACE_SPEC,
-        DELETE_SPEC,
-        SEMANTIC_SEARCH_SPEC,
-    )
-}
+SPECS: Mapping[str, ToolSpec] = MappingProxyType(
+    {
+        spec.name: spec
+        for spec in (
+            READ_SPEC,
+            LS_SPEC,
+            GREP_SPEC,
+            GLOB_SPEC,
+            WRITE_SPEC,
+            STR_REPLACE_SPEC,
+            DELETE_SPEC,
+            SEMANTIC_SEARCH_SPEC,
+        )
+    }
+)
 
 
 def synthesize_tools(fs: FileSystem, names: Iterable[str] = FILE_TOOL_NAMES) -> dict[str, Tool]:

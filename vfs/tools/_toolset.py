@@ -45,8 +45,9 @@ Pure: no I/O.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Literal
 
 from .._types import FileSystem
@@ -68,16 +69,18 @@ from ._tool import Tool
 Runtime = Literal["local", "cloud", "grokbot"]
 RUNTIMES: tuple[str, ...] = ("local", "cloud", "grokbot")
 
-FILE_FAMILIES: dict[str, tuple[str, ...]] = {
-    "read": (READ,),
-    "ls": (LS,),
-    "grep": (GREP,),
-    "glob": (GLOB,),
-    "write": (WRITE,),
-    "edit": (WRITE, STR_REPLACE),
-    "delete": (DELETE,),
-    "semSearch": (SEMANTIC_SEARCH,),
-}
+FILE_FAMILIES: Mapping[str, tuple[str, ...]] = MappingProxyType(
+    {
+        "read": (READ,),
+        "ls": (LS,),
+        "grep": (GREP,),
+        "glob": (GLOB,),
+        "write": (WRITE,),
+        "edit": (WRITE, STR_REPLACE),
+        "delete": (DELETE,),
+        "semSearch": (SEMANTIC_SEARCH,),
+    }
+)
 """Allowlist name -> the synthesized tools it stands for."""
 
 HOST_DEFAULT_FILE_TOOLS = tuple(name for name in FILE_TOOL_NAMES if name != SEMANTIC_SEARCH)
