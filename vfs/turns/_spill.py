@@ -32,7 +32,7 @@ Everything here is a plain function over plain values (no I/O, no event loop):
   as is (``/agent-tools/{uuid}.txt`` is an ordinary root path, not the harness's directory).
 
 Which tools count: results of ``webSearch``/``webFetch`` (any case, ``_``/``-`` spellings);
-inputs of ``Read``/``Grep`` and ``read_file``/``grep_search``.
+inputs of ``Read``/``Grep`` and their aliases ``read_file``/``grep_search``/``search``.
 """
 
 from __future__ import annotations
@@ -51,9 +51,19 @@ UUID = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]
 _SPILL_NAME = re.compile(rf"({UUID})\.txt")
 
 WEB_TOOLS = frozenset({"websearch", "webfetch"})
-READ_GREP_TOOLS = frozenset({"read", "readfile", "grep", "grepsearch"})
-# The argument names Read and Grep take a path under (ours and the native spellings).
-PATH_ARGUMENTS = ("path", "file_path", "filePath", "target_file")
+# Read and Grep, and their runtime aliases (``search`` names Grep, never SemanticSearch).
+READ_GREP_TOOLS = frozenset({"read", "readfile", "grep", "grepsearch", "search"})
+# The argument names Read and Grep take a path under (``vfs.tools`` accepts these aliases).
+PATH_ARGUMENTS = (
+    "path",
+    "file_path",
+    "filePath",
+    "target_file",
+    "targetFile",
+    "target_directory",
+    "targetDirectory",
+    "directory",
+)
 # Words of a native follow-up ("use grep or read_file", "run cat in the shell").
 _NATIVE_FOLLOW_UP = re.compile(
     r"\b(?:shell|terminal|run_terminal_cmd|read_file|grep|rg|ripgrep|cat|head|tail|sed|awk|less)\b"

@@ -16,7 +16,7 @@ A :class:`Turn` is made by whoever binds turns (:class:`vfs.turns.Session` for a
 
 :meth:`Turn.adopt_spill` is the overlay's one I/O step. For a ``webSearch``/``webFetch`` result
 it takes the spill paths the result names (``vfs.turns._spill``), and for each one written this
-turn copies the bytes to ``scratch:/{uuid}.txt`` (the turn's ``/tmp/{uuid}.txt``), then deletes
+turn writes the bytes to ``/tmp/{uuid}.txt`` through the turn's root (so into its scratch), then deletes
 the host file; then it rewrites the result for exactly the adopted files. Paths the result names
 that were not written this turn (older spills, other directories) are neither copied nor
 rewritten. A file adopted earlier in the turn is rewritten again without copying (its host file
@@ -38,7 +38,7 @@ from typing import TypeVar
 import anyio
 
 from .._types import FileSystem
-from ._spill import SpillScope, is_web_tool, rewrite_result, spill_references
+from ._spill import SpillScope, is_web_tool, rewrite_result, scratch_path, spill_references
 
 T = TypeVar("T")
 
@@ -170,21 +170,19 @@ class Turn:
         if not wanted:
             return result
         async with self._lock:
-            scratch = self.scratch
-            assert scratch is not None  # overlay turns always have one
+            root = self.root
             for uuid in wanted:
-                if uuid not in self._adopted and await self._copy(scratch, uuid):
+                if uuid not in self._adopted and await self._copy(root, uuid):
                     self._adopted[uuid] = None
         return rewrite_result(result, self._scope, self._adopted.keys() & set(wanted))
 
-    async def _copy(self, scratch: FileSystem, uuid: str) -> bool:
-        """Move the host spill ``uuid`` into the scratch; False if it is not this turn's."""
-        name = f"{uuid}.txt"
+    async def _copy(self, root: FileSystem, uuid: str) -> bool:
+        """Move the host spill ``uuid`` to ``/tmp/{uuid}.txt``; False if it is not this turn's."""
         host = self._scope.host_path(uuid)
-        data = await anyio.to_thread.run_sync(self._read_fresh, host, name)
+        data = await anyio.to_thread.run_sync(self._read_fresh, host, f"{uuid}.txt")
         if data is None:
             return False
-        await scratch.write(f"/{name}", data)
+        await root.write(scratch_path(uuid), data)
         with contextlib.suppress(FileNotFoundError):
             await anyio.to_thread.run_sync(os.unlink, host)
         return True
