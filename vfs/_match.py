@@ -81,8 +81,8 @@ def grep_lines(text: str, regex: re.Pattern[str]) -> list[tuple[int, str]]:
     # One search over the whole text rejects most files at C speed. MULTILINE keeps ``^``/``$``
     # anchoring at line boundaries, so a line that matches alone also matches here (re caches
     # the compiled variant).
-    if re.compile(regex.pattern, regex.flags | re.MULTILINE).search(text) is None:
-        return []
+    if not text or re.compile(regex.pattern, regex.flags | re.MULTILINE).search(text) is None:
+        return []  # an empty file has no lines at all
     hits = []
     for number, line in enumerate(text.split("\n"), start=1):
         if line.endswith("\r"):
