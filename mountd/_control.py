@@ -43,7 +43,7 @@ import socket
 import stat
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -57,7 +57,7 @@ from . import _registry as registry
 MAX_CHANGES = 100_000
 MAX_LINE = 16 * 1024 * 1024
 REQUEST_TIMEOUT = 30.0
-# sockaddr_un.sun_path holds 108 bytes including the terminating NUL.
+# sockaddr_un.sun_path holds 108 bytes including the terminating NUL (longer: see _address).
 MAX_SOCKET_PATH = 107
 
 
@@ -244,17 +244,14 @@ async def serve_control(
 ) -> None:
     """Listen on ``path`` and answer requests until cancelled; remove the socket on the way out.
 
-    Raises ``OSError`` if the socket cannot be made (a path longer than :data:`MAX_SOCKET_PATH`
-    bytes is refused up front).
+    Raises ``OSError`` if the socket cannot be made.
     """
-    address = os.fsencode(path)
-    if len(address) > MAX_SOCKET_PATH:
-        raise OSError(f"control socket path too long ({len(address)} bytes): {path}")
     _remove_stale(path)
     sock = trio.socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     controller.start()
     try:
-        await sock.bind(address)
+        with _address(path) as address:
+            await sock.bind(address)
         os.chmod(path, 0o600)
         sock.listen(16)
         listener = trio.SocketListener(sock)
@@ -268,6 +265,21 @@ async def serve_control(
         sock.close()
         with contextlib.suppress(FileNotFoundError):
             os.unlink(path)
+
+
+@contextlib.contextmanager
+def _address(path: Path) -> Iterator[bytes]:
+    """An address for ``path`` that fits ``sun_path``: the path itself when it is short enough,
+    else the name under ``/proc/self/fd/N``, N being its directory held open meanwhile."""
+    full = os.fsencode(path)
+    if len(full) <= MAX_SOCKET_PATH:
+        yield full
+        return
+    fd = os.open(path.parent, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        yield os.fsencode(f"/proc/self/fd/{fd}/{path.name}")
+    finally:
+        os.close(fd)
 
 
 def _remove_stale(path: Path) -> None:
@@ -329,7 +341,8 @@ def request(
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as client:
         client.settimeout(timeout)
         try:
-            client.connect(os.fsencode(path))
+            with _address(path) as address:
+                client.connect(address)
         except (FileNotFoundError, ConnectionRefusedError):
             raise ControlError(
                 f"no control channel for {mountpoint} (is it served by `mountd mount`? "
