@@ -1,0 +1,1185 @@
+"""``cow_fs``: a writable copy-on-write tree over any lower tree, which it never writes.
+
+Theory of operation
+-------------------
+Two trees and a record. The *upper* (``temp_fs()`` by default; a ``dir_fs`` makes it durable)
+holds everything written through this tree; the *lower* shows through wherever the upper holds
+nothing, unless the record (:class:`vfs._cow_meta.CowMeta`) hides it: a hidden path with nothing
+above it is a whiteout, a hidden path under an upper directory is an opaque directory. Whiteouts
+are never files in the upper; the record lives in memory and, when the upper was given (a
+durable one), in the upper under the reserved name ``/.agentroot-cow`` (``meta.json``, written to a
+temporary name and renamed over, plus ``stage/`` for copies in progress). That name is never shown
+through this tree (in either layer) and cannot be created through it (``PermissionDeniedError``).
+
+Resolution. Every path is resolved in the merged view, one segment at a time, so a symlink in
+either layer leads wherever the merged view says (chroot semantics, as ``temp_fs``). Segments are
+answered by :meth:`CowFileSystem._direct`: the upper's entry if it has one, else the lower's
+unless hidden. Directories already known to be real merged directories are remembered (a set,
+cleared when a directory is removed or renamed, or the lower reports an entry change), so the
+common path costs one ``lstat`` per layer, as a plain overlay would.
+
+Copy-up happens on the first change only: ``open(write=True)``, ``truncate``, ``write``,
+``setattr`` (metadata too), and renames. A read-only ``open`` reads the lower directly and never
+copies. A copy is built under ``stage/`` (bytes, mode, owner where permitted, times) and renamed
+into place, with the upper's parents created first as copies of the lower's directories.
+Read-only handles open on a lower file switch to the upper copy when it is made, so they see
+later writes, as one file would. A copy-up changes nothing visible, so its notifications are
+muted (a mount keeps its inode and caches); the same holds for the record's own writes.
+
+Atomicity. Mutations hold one lock (per event loop), so they never interleave with each other.
+Readers take no lock: each mutation does its preparation first (copy-ups and record changes that
+change nothing visible) and then makes its visible change in one step (one upper operation, or one
+in-memory record change), so a reader sees the state before or after, never between. Directory
+rename is the costly case: the source's lower-only entries are copied up in full, the source is
+made opaque, and then one upper ``rename`` moves it (never ``EXDEV``; the cost is a copy of the
+subtree's lower files, which a repository's directory renames keep small). ``O_EXCL`` create,
+``mkdir`` and ``rename(noreplace)`` check the merged view under the lock, so lock-file protocols
+behave as on one filesystem.
+
+Reads go to the winning layer: ``stat``/``lstat``/``read``/``readlink``/``open`` of an unmodified
+file never touch the upper beyond one ``lstat``. ``list`` merges both layers' listings (upper wins,
+hidden names and the reserved name dropped). ``glob`` walks the merged view (``glob_tree``);
+``grep`` and ``search`` run each layer natively (``max_results`` pushed down) and drop lower hits
+that the upper or a whiteout shadows (:func:`vfs._pushdown.refilled` keeps the pushdown exact).
+
+Changes: the cow reports what it changes itself (whiteouts of lower entries), forwards the
+upper's changes (except muted ones and the reserved name), and forwards the lower's changes
+unless a whiteout hides them (a lower change under an unmodified path shows through).
+
+Changes as data (``changes``, ``diff``, ``apply``) live in ``vfs._cow_changes``.
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import contextvars
+import errno
+import hashlib
+import itertools
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
+from dataclasses import dataclass, replace
+from typing import Any, TypeVar
+
+import anyio
+import anyio.lowlevel
+
+from ._content import encode_contents
+from ._cow_meta import CowMeta, Stamp, TreeChange
+from ._errors import (
+    DirectoryNotEmptyError,
+    FileExistsError,
+    FileNotFoundError,
+    IsADirectoryError,
+    NotADirectoryError,
+    PathError,
+    PermissionDeniedError,
+)
+from ._match import compile_grep
+from ._merge import grep_key, merge_sorted, search_key, take
+from ._paths import (
+    ROOT,
+    base_name,
+    is_under,
+    join_path,
+    normalize_path,
+    parent_path,
+    split_path,
+)
+from ._posix_view import posix_view
+from ._pushdown import aclose, refilled
+from ._temp import temp_fs
+from ._types import (
+    MISSING,
+    Change,
+    ChangeCallback,
+    DirEntry,
+    FileInfo,
+    FileSystem,
+    GrepQuery,
+    GrepResult,
+    Kind,
+    OpenFile,
+    PosixFileSystem,
+    SearchQuery,
+    SearchResult,
+    Watchable,
+)
+from ._walk import glob_tree, grep_tree
+from ._watch import Observers
+
+RESERVED = "/.agentroot-cow"
+RESERVED_NAME = RESERVED[1:]
+META_PATH = RESERVED + "/meta.json"
+_META_TEMP = RESERVED + "/meta.json.tmp"
+_STAGE = RESERVED + "/stage"
+_CHUNK = 1 << 20
+_SYMLOOP_MAX = 40
+
+_UPPER = 0
+_LOWER = 1
+
+_Hit = TypeVar("_Hit", GrepResult, SearchResult)
+
+# The tree whose notifications are muted in this context (its copy-ups and record writes).
+_muted: contextvars.ContextVar[object | None] = contextvars.ContextVar(
+    "vfs_cow_muted", default=None
+)
+
+
+@dataclass(frozen=True, slots=True)
+class _Found:
+    """A resolved path: ``path`` has no symlink in it; ``layer`` is ``None`` when missing."""
+
+    path: str
+    info: FileInfo
+    layer: int | None
+
+
+def cow_fs(lower: FileSystem, upper: FileSystem | None = None) -> CowFileSystem:
+    """A writable copy-on-write tree over ``lower``, which is never written.
+
+    ``upper`` holds the changes: an in-memory ``temp_fs()`` by default. A given upper (e.g. a
+    ``dir_fs`` of an empty directory) also keeps the whiteouts and bases, so a later
+    ``cow_fs(lower, upper)`` over the same two trees continues where this one stopped. The result
+    implements :class:`FileSystem`, :class:`PosixFileSystem` and :class:`Watchable`, and
+    ``changes()``, ``diff()`` and ``apply()``.
+    """
+    return CowFileSystem(lower, upper)
+
+
+class CowFileSystem:
+    """Copy-on-write over a lower tree (see the module docstring)."""
+
+    __slots__ = (
+        "_counter",
+        "_dirs",
+        "_generation",
+        "_lock_var",
+        "_lower",
+        "_lower_files",
+        "_lower_tree",
+        "_meta",
+        "_observers",
+        "_persist",
+        "_ready",
+        "_staged",
+        "_upper",
+        "_upper_tree",
+    )
+
+    def __init__(self, lower: FileSystem, upper: FileSystem | None = None) -> None:
+        self._lower_tree = lower
+        self._upper_tree: FileSystem = temp_fs() if upper is None else upper
+        self._lower = posix_view(lower)
+        self._upper = posix_view(self._upper_tree)
+        self._persist = upper is not None
+        self._meta = CowMeta()
+        self._observers = Observers()
+        self._dirs: set[str] = set()  # real merged directories, symlink-free (see docstring)
+        self._generation = 0  # bumped whenever _dirs is cleared
+        self._lock_var: anyio.lowlevel.RunVar[anyio.Lock] = anyio.lowlevel.RunVar(
+            f"vfs_cow_lock_{id(self)}"
+        )
+        self._ready = False
+        self._staged = False
+        self._counter = itertools.count()
+        self._lower_files: dict[str, set[_LowerFile]] = {}  # path -> read handles on the lower
+        if isinstance(self._lower, Watchable):
+            self._lower.watch(self._from_lower)
+        if isinstance(self._upper, Watchable):
+            self._upper.watch(self._from_upper)
+
+    def __repr__(self) -> str:
+        return f"cow_fs({self._lower_tree!r}, {self._upper_tree!r})"
+
+    @property
+    def lower(self) -> FileSystem:
+        return self._lower_tree
+
+    @property
+    def upper(self) -> FileSystem:
+        return self._upper_tree
+
+    @property
+    def meta(self) -> CowMeta:
+        """The whiteouts, bases and origins (read-only use: tests and diagnostics)."""
+        return self._meta
+
+    # -- housekeeping -----------------------------------------------------------------------
+
+    def _lock(self) -> anyio.Lock:
+        try:
+            return self._lock_var.get()
+        except LookupError:
+            lock = anyio.Lock()
+            self._lock_var.set(lock)
+            return lock
+
+    async def _prepare(self) -> None:
+        """Load the record of a durable upper (or start one) and clear abandoned copies."""
+        async with self._lock():
+            if self._ready:
+                return
+            with self._quietly():
+                loaded = False
+                if self._persist and (await self._upper.lstat(META_PATH)).kind == "file":
+                    self._meta = CowMeta.loads((await _read_all(self._upper, META_PATH)).decode())
+                    loaded = True
+                if not loaded:
+                    await self._copy_root()
+                await self._clear_stage()
+            self._ready = True
+
+    @contextlib.asynccontextmanager
+    async def _writing(self) -> AsyncIterator[None]:
+        if not self._ready:
+            await self._prepare()
+        async with self._lock():
+            yield
+
+    async def _reading(self) -> None:
+        if not self._ready:
+            await self._prepare()
+
+    @contextlib.contextmanager
+    def _quietly(self) -> Iterator[None]:
+        token = _muted.set(self)
+        try:
+            yield
+        finally:
+            _muted.reset(token)
+
+    def _invalidate_dirs(self) -> None:
+        self._dirs.clear()
+        self._generation += 1
+
+    async def _copy_root(self) -> None:
+        """A fresh upper's root takes the lower root's mode and times."""
+        info = await self._lower.lstat(ROOT)
+        if info.kind == "directory" and info.mode is not None:
+            await self._upper.setattr(
+                ROOT, mode=info.mode, atime_ns=info.atime_ns, mtime_ns=info.mtime_ns
+            )
+
+    async def _clear_stage(self) -> None:
+        if (await self._upper.lstat(_STAGE)).kind == "directory":
+            await _remove_tree(self._upper, _STAGE, keep_root=True)
+
+    async def _save(self) -> None:
+        """Write the record into a durable upper (write, then rename over the old one)."""
+        if not self._persist:
+            return
+        with self._quietly():
+            await self._reserved_dir()
+            await self._upper.write(_META_TEMP, self._meta.dumps())
+            await self._upper.rename(_META_TEMP, META_PATH)
+
+    async def _reserved_dir(self) -> None:
+        if (await self._upper.lstat(RESERVED)).kind != "directory":
+            await self._upper.mkdir(RESERVED, 0o700)
+
+    async def _stage_path(self) -> str:
+        if not self._staged:
+            await self._reserved_dir()
+            if (await self._upper.lstat(_STAGE)).kind != "directory":
+                await self._upper.mkdir(_STAGE, 0o700)
+            self._staged = True
+        return f"{_STAGE}/{next(self._counter)}"
+
+    # -- change notifications -------------------------------------------------------------
+
+    def watch(self, callback: ChangeCallback) -> Callable[[], None]:
+        return self._observers.subscribe(callback)
+
+    def _from_upper(self, change: Change) -> Awaitable[None] | None:
+        if _muted.get() is self or is_under(change.path, RESERVED):
+            return None
+        return self._observers.notify(change)
+
+    def _from_lower(self, change: Change) -> Awaitable[None] | None:
+        if change.kind == "entry":
+            self._invalidate_dirs()
+        if _muted.get() is self or is_under(change.path, RESERVED):
+            return None
+        if self._meta.hides(change.path):
+            return None
+        return self._observers.notify(change)
+
+    # -- resolution -------------------------------------------------------------------------
+
+    async def _direct(self, path: str) -> _Found:
+        """What the merged view has at ``path``, whose ancestors are real merged directories."""
+        if path == ROOT:
+            return _Found(ROOT, await self._upper.lstat(ROOT), _UPPER)
+        if is_under(path, RESERVED):
+            return _Found(path, MISSING, None)
+        info = await self._upper.lstat(path)
+        if info.exists:
+            return _Found(path, info, _UPPER)
+        if self._meta.hides(path):
+            return _Found(path, MISSING, None)
+        info = await self._lower.lstat(path)
+        return _Found(path, info, _LOWER if info.exists else None)
+
+    async def _locate(self, path: str, *, follow: bool) -> _Found:
+        """Resolve a normalized path in the merged view (symlinks followed in every segment but
+        the last, and the last too when ``follow``).
+
+        Raises ``FileNotFoundError``/``NotADirectoryError`` (about ``path``) for a missing or
+        non-directory intermediate, ``PathError(ELOOP)`` for a symlink loop. A missing final
+        segment answers ``_Found(real path, MISSING, None)``.
+        """
+        if path == ROOT:
+            return await self._direct(ROOT)
+        parts = split_path(path)
+        current = ROOT
+        for name in parts[:-1]:
+            child = join_path(current, name)
+            if child not in self._dirs:
+                generation = self._generation
+                found = await self._direct(child)
+                kind = found.info.kind
+                if kind == "directory":
+                    if generation == self._generation:
+                        self._dirs.add(child)
+                elif kind == "symlink":
+                    return await self._locate_links(path, follow)
+                elif kind == "missing":
+                    raise FileNotFoundError(path)
+                else:
+                    raise NotADirectoryError(path)
+            current = child
+        found = await self._direct(path)
+        if follow and found.info.kind == "symlink":
+            return await self._locate_links(path, follow)
+        return found
+
+    async def _locate_links(self, path: str, follow: bool) -> _Found:
+        """:meth:`_locate` for a path through symlinks: targets resolve in the merged view,
+        absolute ones from this tree's root, ``..`` physically."""
+        stack = [ROOT]
+        pending = split_path(path)
+        pending.reverse()
+        hops = 0
+        while pending:
+            name = pending.pop()
+            if name in ("", "."):
+                continue
+            if name == "..":
+                if len(stack) > 1:
+                    stack.pop()
+                continue
+            here = join_path(stack[-1], name)
+            found = await self._direct(here)
+            last = not pending
+            if not found.info.exists:
+                if last:
+                    return found
+                raise FileNotFoundError(path)
+            if found.info.kind == "symlink" and (follow or not last):
+                hops += 1
+                if hops > _SYMLOOP_MAX:
+                    raise PathError(path, errno=errno.ELOOP)
+                target = await self._layer(found).readlink(here)
+                if target.startswith("/"):
+                    del stack[1:]
+                segments = target.split("/")
+                segments.reverse()
+                pending.extend(segments)
+                continue
+            if last:
+                return found
+            if found.info.kind != "directory":
+                raise NotADirectoryError(path)
+            stack.append(here)
+        return await self._direct(stack[-1])
+
+    async def _locate_parent(self, path: str) -> str:
+        """The real path of the directory that holds ``path`` (errors are about ``path``)."""
+        try:
+            found = await self._locate(parent_path(path), follow=True)
+        except PathError as error:
+            raise error.with_path(path) from None
+        if not found.info.exists:
+            raise FileNotFoundError(path)
+        if found.info.kind != "directory":
+            raise NotADirectoryError(path)
+        return found.path
+
+    async def _locate_name(self, path: str) -> _Found:
+        """The entry ``path`` names itself (a final symlink is not followed)."""
+        if path == ROOT:
+            return await self._direct(ROOT)
+        return await self._direct(join_path(await self._locate_parent(path), base_name(path)))
+
+    def _layer(self, found: _Found) -> PosixFileSystem:
+        return self._upper if found.layer == _UPPER else self._lower
+
+    async def _lower_view(self, path: str) -> FileInfo:
+        """The lower's entry at real path ``path`` as the merged view would show it."""
+        if self._meta.hides(path):
+            return MISSING
+        return await self._lower.lstat(path)
+
+    async def _children(self, found: _Found) -> dict[str, tuple[Kind, int]]:
+        """The merged children of a directory: name -> (kind, layer)."""
+        real = found.path
+        names: dict[str, tuple[Kind, int]] = {}
+        if found.layer == _UPPER:
+            async for entry in self._upper.list(real):
+                names[base_name(entry.path)] = (entry.kind, _UPPER)
+            if real == ROOT:
+                names.pop(RESERVED_NAME, None)
+        if not self._meta.hides(real):
+            hidden = self._meta.hidden
+            async for entry in self._lower.list(real):
+                name = base_name(entry.path)
+                if name in names or entry.path in hidden:
+                    continue
+                if real == ROOT and name == RESERVED_NAME:
+                    continue
+                names[name] = (entry.kind, _LOWER)
+        return names
+
+    # -- copy-up ----------------------------------------------------------------------------
+
+    async def _upper_parents(self, path: str) -> None:
+        """Make every ancestor of real path ``path`` a directory of the upper."""
+        parent = parent_path(path)
+        if parent == ROOT or (await self._upper.lstat(parent)).kind == "directory":
+            return
+        current = ROOT
+        for name in split_path(parent):
+            current = join_path(current, name)
+            info = await self._upper.lstat(current)
+            if info.kind == "directory":
+                continue
+            if info.exists:
+                raise NotADirectoryError(path)
+            await self._copy_up_dir(current)
+
+    async def _copy_up_dir(self, path: str) -> None:
+        """Create the upper directory ``path`` as a copy of the lower's (mode, owner, times)."""
+        info = await self._lower.lstat(path)
+        await self._upper_parents(path)
+        with self._quietly():
+            await self._upper.mkdir(path, 0o755 if info.mode is None else info.mode)
+            await self._copy_attributes(path, info)
+        self._meta.origins[path] = path
+
+    async def _copy_up(self, path: str, *, empty: bool = False) -> None:
+        """Copy the lower's file or symlink ``path`` into the upper (``empty``: without its
+        bytes, for a truncate). Changes nothing visible, except what ``empty`` drops."""
+        info = await self._lower.lstat(path)
+        await self._upper_parents(path)
+        stage = await self._stage_path()
+        with self._quietly():
+            try:
+                if info.kind == "symlink":
+                    target = await self._lower.readlink(path)
+                    await self._upper.symlink(stage, target)
+                    digest: str | None = _digest_text(target)
+                else:
+                    digest = await self._copy_bytes(path, stage, info, empty=empty)
+                await self._copy_attributes(stage, info)
+                self._meta.shadow(path, Stamp.of(info, digest))
+                self._meta.origins[path] = path
+                await self._save()
+                await self._upper.rename(stage, path)
+            except BaseException:
+                with anyio.CancelScope(shield=True):
+                    await _discard(self._upper, stage)
+                raise
+        await self._rebind(path)
+
+    async def _copy_bytes(
+        self, path: str, stage: str, info: FileInfo, *, empty: bool
+    ) -> str | None:
+        mode = 0o644 if info.mode is None else info.mode
+        target = await self._upper.open(stage, write=True, create=True, exclusive=True, mode=mode)
+        try:
+            if empty:
+                return None
+            digest = hashlib.sha256()
+            source = await self._lower.open(path)
+            try:
+                offset = 0
+                while True:
+                    chunk = await source.read(offset, _CHUNK)
+                    if not chunk:
+                        break
+                    await _write_fully(target, offset, chunk)
+                    digest.update(chunk)
+                    offset += len(chunk)
+            finally:
+                await source.close()
+            await target.flush()
+            return digest.hexdigest()
+        finally:
+            await target.close()
+
+    async def _copy_attributes(self, path: str, info: FileInfo) -> None:
+        """Owner (where this process may give it) and times of ``info`` onto upper ``path``."""
+        now = await self._upper.lstat(path)
+        if (info.uid, info.gid) != (None, None) and (info.uid, info.gid) != (now.uid, now.gid):
+            try:
+                await self._upper.setattr(path, uid=info.uid, gid=info.gid)
+            except PathError as error:
+                if error.errno != errno.EPERM:
+                    raise  # EPERM: not root; the copy stays owned by this process
+        if info.kind == "directory" and info.mode is not None and now.mode != info.mode:
+            await self._upper.setattr(path, mode=info.mode)  # exact, whatever the umask
+        if info.mtime_ns:
+            await self._upper.setattr(
+                path, atime_ns=info.atime_ns or info.mtime_ns, mtime_ns=info.mtime_ns
+            )
+
+    async def _materialize(self, found: _Found) -> None:
+        """Copy up every lower entry that shows beneath the upper directory ``found``."""
+        for name, (kind, layer) in sorted((await self._children(found)).items()):
+            child = join_path(found.path, name)
+            if layer == _LOWER:
+                if kind == "directory":
+                    await self._copy_up_dir(child)
+                else:
+                    await self._copy_up(child)
+            if kind == "directory" and not self._meta.hides(child):
+                await self._materialize(_Found(child, MISSING, _UPPER))
+
+    # -- handles on the lower ---------------------------------------------------------------
+
+    def _lower_handle(self, path: str, file: OpenFile) -> _LowerFile:
+        handle = _LowerFile(self, path, file)
+        self._lower_files.setdefault(path, set()).add(handle)
+        return handle
+
+    def _forget_handle(self, handle: _LowerFile) -> None:
+        handles = self._lower_files.get(handle.path)
+        if handles is not None:
+            handles.discard(handle)
+            if not handles:
+                del self._lower_files[handle.path]
+
+    async def _rebind(self, path: str) -> None:
+        """``path`` was copied up: its lower handles read the upper copy from now on."""
+        for handle in self._lower_files.pop(path, set()):
+            await handle.rebind(await self._upper.open(path))
+
+    def _orphan(self, path: str) -> None:
+        """``path`` no longer names the lower file its handles read; they keep reading it."""
+        self._lower_files.pop(path, None)
+
+    # -- the eight verbs --------------------------------------------------------------------
+
+    async def list(self, prefix: str = ROOT) -> AsyncIterator[DirEntry]:
+        path = normalize_path(prefix)
+        await self._reading()
+        try:
+            found = await self._locate(path, follow=True)
+        except PathError:
+            return  # a missing or unresolvable directory lists as empty
+        if found.info.kind != "directory":
+            return
+        names = await self._children(found)
+        base = "/" if path == ROOT else path + "/"
+        for count, name in enumerate(sorted(names), start=1):
+            yield DirEntry(base + name, names[name][0])
+            if count % 1024 == 0:
+                await anyio.lowlevel.checkpoint()
+
+    async def stat(self, path: str) -> FileInfo:
+        path = normalize_path(path)
+        await self._reading()
+        try:
+            return (await self._locate(path, follow=True)).info
+        except (FileNotFoundError, NotADirectoryError):
+            return MISSING
+
+    def glob(self, pattern: str, dir: str = ROOT) -> AsyncIterator[DirEntry]:
+        return glob_tree(self, pattern, dir)
+
+    async def read(self, path: str) -> str | bytes:
+        path = normalize_path(path)
+        await self._reading()
+        try:
+            found = await self._locate(path, follow=True)
+        except NotADirectoryError:
+            raise FileNotFoundError(path) from None
+        if not found.info.exists:
+            raise FileNotFoundError(path)
+        if found.info.kind == "directory":
+            raise IsADirectoryError(path)
+        return await self._layer(found).read(found.path)
+
+    async def grep(self, query: GrepQuery) -> AsyncIterator[GrepResult]:
+        root = normalize_path(query.path)
+        compile_grep(query.pattern, case_insensitive=query.case_insensitive, path=root)
+        await self._reading()
+        try:
+            found = await self._locate(root, follow=True)
+        except PathError:
+            return
+        if not found.info.exists:
+            return
+        query = replace(query, path=root)
+        hits: AsyncIterator[GrepResult]
+        if found.path != root:
+            hits = grep_tree(self, query)  # reached through a symlink: walk the merged view
+        elif found.info.kind != "directory":
+            hits = self._layer(found).grep(query)
+        else:
+            hits = self._merged(
+                lambda tree, limit: tree.grep(replace(query, max_results=limit)),
+                grep_key,
+                query.max_results,
+                root,
+            )
+        try:
+            async for hit in hits:
+                yield hit
+        finally:
+            await aclose(hits)
+
+    async def write(self, path: str, contents: str | bytes) -> None:
+        path = normalize_path(path)
+        data = encode_contents(contents)
+        if path == ROOT:
+            raise IsADirectoryError(path)
+        _refuse_reserved(path)
+        async with self._writing():
+            await self._make_parents(path)
+            found = await self._locate(path, follow=True)
+            if found.info.kind == "directory":
+                raise IsADirectoryError(path)
+            if found.layer == _UPPER:
+                await self._upper.write(found.path, data)
+            elif found.layer == _LOWER:
+                await self._replace_lower_file(found, data)
+            else:
+                _refuse_reserved(found.path)
+                await self._upper_parents(found.path)
+                await self._upper.write(found.path, data)
+
+    async def delete(self, path: str) -> None:
+        path = normalize_path(path)
+        if path == ROOT:
+            raise PathError(path, errno=errno.EBUSY)
+        async with self._writing():
+            try:
+                found = await self._locate_name(path)
+            except (FileNotFoundError, NotADirectoryError):
+                raise FileNotFoundError(path) from None
+            if not found.info.exists:
+                raise FileNotFoundError(path)
+            if found.info.kind == "directory":
+                if await self._children(found):
+                    raise DirectoryNotEmptyError(path)
+                await self._remove_dir(found)
+            else:
+                await self._remove_entry(found)
+
+    def search(self, query: SearchQuery) -> AsyncIterator[SearchResult]:
+        root = normalize_path(query.path)
+        query = replace(query, path=root)
+        return self._merged(
+            lambda tree, limit: tree.search(replace(query, max_results=limit)),
+            search_key,
+            query.max_results,
+            root,
+        )
+
+    async def _merged(
+        self,
+        run: Callable[[FileSystem, int | None], AsyncIterator[_Hit]],
+        key: Callable[[_Hit], Any],
+        cap: int | None,
+        root: str,
+    ) -> AsyncIterator[_Hit]:
+        """Both layers' native results under ``root``, minus what the merged view hides."""
+        await self._reading()
+        checked: list[object] = [None, False]  # hits come grouped by file: remember the last
+
+        async def upper_keeps(hit: _Hit) -> bool:
+            return not is_under(hit.path, RESERVED)
+
+        async def lower_keeps(hit: _Hit) -> bool:
+            if checked[0] != hit.path:
+                checked[0] = hit.path
+                checked[1] = not (
+                    is_under(hit.path, RESERVED)
+                    or self._meta.hides(hit.path)
+                    or (await self._upper.lstat(hit.path)).exists
+                )
+            return bool(checked[1])
+
+        sources = [
+            refilled(lambda limit: run(self._upper_tree, limit), cap, upper_keeps),
+        ]
+        if not self._meta.hides(root):
+            sources.append(refilled(lambda limit: run(self._lower_tree, limit), cap, lower_keeps))
+        merged = merge_sorted(sources, key)
+        capped = take(merged, cap)
+        try:
+            async for item in capped:
+                yield item
+        finally:
+            await aclose(capped)
+            await aclose(merged)
+            for source in sources:
+                await aclose(source)
+
+    async def _make_parents(self, path: str) -> None:
+        """``mkdir -p`` of the directory holding ``path`` in the merged view."""
+        real = ROOT
+        for name in split_path(parent_path(path)):
+            here = join_path(real, name)
+            try:
+                found = await self._locate(here, follow=True)
+            except PathError as error:
+                raise error.with_path(path) from None
+            if found.info.kind == "directory":
+                real = found.path
+                continue
+            if found.info.exists:
+                raise NotADirectoryError(path)
+            if found.path != here:
+                raise FileNotFoundError(path)  # a dangling symlink: mkdir -p does not follow it
+            _refuse_reserved(here)
+            await self._upper_parents(here)
+            await self._upper.mkdir(here, 0o755)
+            real = here
+
+    async def _replace_lower_file(self, found: _Found, data: bytes) -> None:
+        """``write`` over a lower file: a new upper file with the lower's mode, renamed into
+        place (the same file for a mount: a content change, not a new entry)."""
+        path = found.path
+        info = found.info
+        await self._upper_parents(path)
+        stage = await self._stage_path()
+        with self._quietly():
+            try:
+                mode = 0o644 if info.mode is None else info.mode
+                file = await self._upper.open(
+                    stage, write=True, create=True, exclusive=True, mode=mode
+                )
+                try:
+                    await _write_fully(file, 0, data)
+                    await file.flush()
+                finally:
+                    await file.close()
+                self._meta.shadow(path, Stamp.of(info))
+                self._meta.origins[path] = path
+                await self._save()
+                await self._upper.rename(stage, path)
+            except BaseException:
+                with anyio.CancelScope(shield=True):
+                    await _discard(self._upper, stage)
+                raise
+        await self._rebind(path)
+        await self._observers.emit(path, "content")
+
+    async def _remove_entry(self, found: _Found) -> None:
+        """Unlink a non-directory of the merged view."""
+        path = found.path
+        lower = await self._lower_view(path)
+        if lower.exists:
+            self._meta.shadow(path, Stamp.of(lower))
+            self._meta.hide(path)
+            await self._save()
+        if found.layer == _UPPER:
+            await self._upper.unlink(path)
+            self._meta.forget_upper(path)
+        else:
+            self._orphan(path)
+            await self._observers.emit(path, "entry")
+
+    async def _remove_dir(self, found: _Found) -> None:
+        """Remove a directory that is empty in the merged view."""
+        path = found.path
+        lower = await self._lower_view(path)
+        if lower.exists:
+            self._meta.shadow(path, Stamp.of(lower))
+            self._meta.hide(path)
+            await self._save()
+        self._invalidate_dirs()
+        if found.layer == _UPPER:
+            await self._upper.rmdir(path)
+            self._meta.forget_upper(path)
+        else:
+            await self._observers.emit(path, "entry")
+
+    # -- the POSIX extension ----------------------------------------------------------------
+
+    async def lstat(self, path: str) -> FileInfo:
+        path = normalize_path(path)
+        await self._reading()
+        try:
+            return (await self._locate(path, follow=False)).info
+        except (FileNotFoundError, NotADirectoryError):
+            return MISSING
+
+    async def open(
+        self,
+        path: str,
+        *,
+        write: bool = False,
+        create: bool = False,
+        exclusive: bool = False,
+        truncate: bool = False,
+        mode: int = 0o644,
+        uid: int | None = None,
+        gid: int | None = None,
+    ) -> OpenFile:
+        path = normalize_path(path)
+        if not (write or create or truncate):
+            await self._reading()
+            found = await self._locate(path, follow=True)
+            if not found.info.exists:
+                raise FileNotFoundError(path)
+            if found.info.kind == "directory":
+                raise IsADirectoryError(path)
+            if found.layer == _UPPER:
+                return await self._upper.open(found.path)
+            return self._lower_handle(found.path, await self._lower.open(found.path))
+        _refuse_reserved(path)
+        async with self._writing():
+            if create and exclusive and (await self._locate(path, follow=False)).info.exists:
+                raise FileExistsError(path)  # O_EXCL does not follow a final symlink
+            found = await self._locate(path, follow=True)
+            real = found.path
+            if not found.info.exists:
+                if not create:
+                    raise FileNotFoundError(path)
+                _refuse_reserved(real)
+                await self._upper_parents(real)
+                return await self._upper.open(
+                    real,
+                    write=write,
+                    create=True,
+                    exclusive=True,
+                    truncate=truncate,
+                    mode=mode,
+                    uid=uid,
+                    gid=gid,
+                )
+            if found.info.kind == "directory":
+                raise IsADirectoryError(path)
+            if found.layer == _LOWER:
+                if not (write or truncate):
+                    return self._lower_handle(real, await self._lower.open(real))
+                await self._copy_up(real, empty=truncate)
+            return await self._upper.open(real, write=write, truncate=truncate)
+
+    async def mkdir(
+        self, path: str, mode: int = 0o755, *, uid: int | None = None, gid: int | None = None
+    ) -> None:
+        path = normalize_path(path)
+        async with self._writing():
+            found = await self._locate_name(path)
+            if found.info.exists:
+                raise FileExistsError(path)
+            _refuse_reserved(found.path)
+            await self._upper_parents(found.path)
+            await self._upper.mkdir(found.path, mode, uid=uid, gid=gid)
+
+    async def rmdir(self, path: str) -> None:
+        path = normalize_path(path)
+        if path == ROOT:
+            raise PathError(path, errno=errno.EBUSY)
+        async with self._writing():
+            found = await self._locate_name(path)
+            if not found.info.exists:
+                raise FileNotFoundError(path)
+            if found.info.kind != "directory":
+                raise NotADirectoryError(path)
+            if await self._children(found):
+                raise DirectoryNotEmptyError(path)
+            await self._remove_dir(found)
+
+    async def unlink(self, path: str) -> None:
+        path = normalize_path(path)
+        async with self._writing():
+            found = await self._locate_name(path)
+            if not found.info.exists:
+                raise FileNotFoundError(path)
+            if found.info.kind == "directory":
+                raise IsADirectoryError(path)
+            await self._remove_entry(found)
+
+    async def rename(
+        self, src: str, dst: str, *, noreplace: bool = False, exchange: bool = False
+    ) -> None:
+        src = normalize_path(src)
+        dst = normalize_path(dst)
+        if noreplace and exchange:
+            raise PathError(src, errno=errno.EINVAL)
+        if src == ROOT or dst == ROOT:
+            raise PathError(ROOT, errno=errno.EBUSY)
+        async with self._writing():
+            # Both parents resolve before the source must exist, as in Linux's renameat2.
+            source = await self._locate_name(src)
+            victim = await self._locate_name(dst)
+            if not source.info.exists:
+                raise FileNotFoundError(src)
+            _refuse_reserved(victim.path)
+            if victim.info.exists and noreplace:
+                raise FileExistsError(dst)
+            if not victim.info.exists and exchange:
+                raise FileNotFoundError(dst)
+            if source.path == victim.path:
+                return  # the same entry: rename(2) does nothing
+            moving_dir = source.info.kind == "directory"
+            replacing_dir = victim.info.kind == "directory"
+            if moving_dir and is_under(victim.path, source.path):
+                raise PathError(src, errno=errno.EINVAL)
+            if replacing_dir and is_under(source.path, victim.path):
+                if exchange:
+                    raise PathError(dst, errno=errno.EINVAL)
+                raise DirectoryNotEmptyError(dst)
+            if exchange:
+                await self._exchange(source, victim)
+                return
+            if victim.info.exists:
+                if moving_dir and not replacing_dir:
+                    raise NotADirectoryError(dst)
+                if not moving_dir and replacing_dir:
+                    raise IsADirectoryError(dst)
+                if replacing_dir and await self._children(victim):
+                    raise DirectoryNotEmptyError(dst)
+            await self._move(source, victim)
+
+    async def _whole_in_upper(self, found: _Found) -> None:
+        """Copy ``found`` (and, for a directory, everything showing beneath it) into the upper,
+        then hide the lower there: nothing visible changes."""
+        path = found.path
+        lower = await self._lower_view(path)
+        if found.layer == _LOWER:
+            if found.info.kind == "directory":
+                await self._copy_up_dir(path)
+            else:
+                await self._copy_up(path)
+        if found.info.kind == "directory" and not self._meta.hides(path):
+            await self._materialize(_Found(path, found.info, _UPPER))
+        if lower.exists:
+            self._meta.shadow(path, Stamp.of(lower))
+            self._meta.hide(path)
+
+    async def _move(self, source: _Found, victim: _Found) -> None:
+        """Rename ``source`` over ``victim`` (missing, or a replaceable entry): everything is
+        prepared in the upper, then one upper ``rename`` makes the change."""
+        src, dst = source.path, victim.path
+        await self._whole_in_upper(source)
+        await self._upper_parents(dst)
+        if victim.info.kind == "directory":
+            await self._whole_in_upper(victim)  # empty: this copies at most the directory
+        elif victim.layer == _LOWER:
+            self._meta.shadow(dst, Stamp.of(victim.info))  # replaced; the upper shadows it
+        self._meta.moved(src, dst)
+        await self._save()
+        self._orphan(dst)
+        self._invalidate_dirs()
+        await self._upper.rename(src, dst)
+        self._invalidate_dirs()
+
+    async def _exchange(self, a: _Found, b: _Found) -> None:
+        await self._whole_in_upper(a)
+        await self._whole_in_upper(b)
+        self._meta.exchanged(a.path, b.path)
+        await self._save()
+        self._invalidate_dirs()
+        await self._upper.rename(a.path, b.path, exchange=True)
+        self._invalidate_dirs()
+
+    async def setattr(
+        self,
+        path: str,
+        *,
+        size: int | None = None,
+        mode: int | None = None,
+        uid: int | None = None,
+        gid: int | None = None,
+        atime_ns: int | None = None,
+        mtime_ns: int | None = None,
+    ) -> FileInfo:
+        path = normalize_path(path)
+        if (size, mode, uid, gid, atime_ns, mtime_ns) == (None,) * 6:
+            await self._reading()
+            found = await self._locate(path, follow=False)
+            if not found.info.exists:
+                raise FileNotFoundError(path)
+            return found.info
+        async with self._writing():
+            found = await self._locate(path, follow=False)
+            if not found.info.exists:
+                raise FileNotFoundError(path)
+            if found.layer == _LOWER:
+                if size is not None and found.info.kind == "directory":
+                    raise IsADirectoryError(path)
+                if found.info.kind == "directory":
+                    await self._copy_up_dir(found.path)
+                else:
+                    await self._copy_up(found.path, empty=size == 0)
+            return await self._upper.setattr(
+                found.path,
+                size=size,
+                mode=mode,
+                uid=uid,
+                gid=gid,
+                atime_ns=atime_ns,
+                mtime_ns=mtime_ns,
+            )
+
+    async def symlink(
+        self, path: str, target: str, *, uid: int | None = None, gid: int | None = None
+    ) -> None:
+        path = normalize_path(path)
+        if not target:
+            raise FileNotFoundError(path)  # symlink(2) refuses an empty target
+        if "\0" in target:
+            raise PathError(path, errno=errno.EINVAL)
+        async with self._writing():
+            found = await self._locate_name(path)
+            if found.info.exists:
+                raise FileExistsError(path)
+            _refuse_reserved(found.path)
+            await self._upper_parents(found.path)
+            await self._upper.symlink(found.path, target, uid=uid, gid=gid)
+
+    async def readlink(self, path: str) -> str:
+        path = normalize_path(path)
+        await self._reading()
+        found = await self._locate(path, follow=False)
+        if not found.info.exists:
+            raise FileNotFoundError(path)
+        if found.info.kind != "symlink":
+            raise PathError(path, errno=errno.EINVAL)
+        return await self._layer(found).readlink(found.path)
+
+    # -- changes as data --------------------------------------------------------------------
+
+    async def changes(self, paths: Iterable[str] | None = None) -> AsyncIterator[TreeChange]:
+        """What differs from the lower tree, one :class:`TreeChange` per path, sorted by path.
+
+        ``paths`` limits the listing to changes at or beneath those paths (a rename counts
+        when either of its paths is). Content is compared, so a file changed and changed back
+        is not listed.
+        """
+        from ._cow_changes import compute_changes, select
+
+        async with self._writing():
+            found = select(await compute_changes(self), paths)
+        for change in found:
+            yield change
+
+    async def diff(self, paths: Iterable[str] | None = None) -> str:
+        """A unified diff (git style, ``a/`` and ``b/`` prefixes) of :meth:`changes`."""
+        from ._cow_changes import compute_changes, render_diff, select
+
+        async with self._writing():
+            found = select(await compute_changes(self), paths)
+            return await render_diff(self, found)
+
+    async def apply(
+        self, paths: Iterable[str] | None = None, *, target: FileSystem | None = None
+    ) -> builtins.list[TreeChange]:
+        """Write the changes (all, or those at or beneath ``paths``) into ``target`` (default:
+        the lower tree); return them.
+
+        Every change is checked before anything is written: where the target's entry is not the
+        one this tree shadowed (the lower file changed since it was copied up), nothing is
+        written and :class:`CowConflictError` (``ESTALE``) names the path. After writing into the
+        lower tree, this tree forgets the applied changes (its view is the lower's there).
+        """
+        from ._cow_changes import apply_changes
+
+        async with self._writing():
+            return await apply_changes(self, paths, target)
+
+
+class _LowerFile:
+    """A read-only handle on a lower file; it reads the upper copy once one is made."""
+
+    __slots__ = ("_cow", "_file", "path")
+
+    def __init__(self, cow: CowFileSystem, path: str, file: OpenFile) -> None:
+        self._cow = cow
+        self._file = file
+        self.path = path
+
+    async def rebind(self, file: OpenFile) -> None:
+        old, self._file = self._file, file
+        await old.close()
+
+    async def read(self, offset: int, size: int) -> bytes:
+        return await self._file.read(offset, size)
+
+    async def write(self, offset: int, data: bytes) -> int:
+        raise PathError(self.path, errno=errno.EBADF)  # opened for reading only
+
+    async def truncate(self, size: int) -> None:
+        raise PathError(self.path, errno=errno.EBADF)
+
+    async def flush(self) -> None:
+        await self._file.flush()
+
+    async def fsync(self, datasync: bool = False) -> None:
+        await self._file.fsync(datasync)
+
+    async def close(self) -> None:
+        self._cow._forget_handle(self)
+        await self._file.close()
+
+
+def _refuse_reserved(path: str) -> None:
+    if is_under(path, RESERVED):
+        raise PermissionDeniedError(path)
+
+
+def _digest_text(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()
+
+
+async def _write_fully(file: OpenFile, offset: int, data: bytes) -> None:
+    done = 0
+    while done < len(data):
+        written = await file.write(offset + done, data[done:] if done else data)
+        if written <= 0:
+            raise PathError("", errno=errno.EIO)
+        done += written
+
+
+async def _read_all(tree: PosixFileSystem, path: str) -> bytes:
+    """Every byte of a file, through a handle (``read`` would decode text)."""
+    file = await tree.open(path)
+    try:
+        chunks: builtins.list[bytes] = []
+        offset = 0
+        while True:
+            chunk = await file.read(offset, _CHUNK)
+            if not chunk:
+                return b"".join(chunks)
+            chunks.append(chunk)
+            offset += len(chunk)
+    finally:
+        await file.close()
+
+
+async def _discard(tree: PosixFileSystem, path: str) -> None:
+    """Remove a staged copy, if it got as far as existing."""
+    info = await tree.lstat(path)
+    if info.kind == "directory":
+        await _remove_tree(tree, path)
+    elif info.exists:
+        await tree.unlink(path)
+
+
+async def _remove_tree(tree: PosixFileSystem, path: str, *, keep_root: bool = False) -> None:
+    entries = [entry async for entry in tree.list(path)]
+    for entry in entries:
+        if entry.kind == "directory":
+            await _remove_tree(tree, entry.path)
+        else:
+            await tree.unlink(entry.path)
+    if not keep_root:
+        await tree.rmdir(path)

@@ -1,0 +1,496 @@
+"""Changes as data for ``cow_fs``: what differs from the lower tree, as a list, a diff, or writes.
+
+Theory of operation
+-------------------
+:func:`compute_changes` compares the merged view with the lower tree, looking only where the
+copy-on-write tree can differ: every upper entry (compared with the lower's entry at the same
+path, by kind, bytes and mode) and the lower entries beneath hidden paths (deleted unless the upper
+holds them again). Content is compared, never timestamps, so a file changed and changed back is
+no change. An upper path whose recorded origin is another lower path that the merged view no longer
+has is ``renamed`` (its old path is then not also ``deleted``). Directories are listed when they are
+added, deleted, renamed or change mode; a directory that merely holds changes is not.
+
+:func:`render_diff` turns changes into a git-style unified diff (``diff --git a/x b/x`` headers,
+``new file mode``, ``deleted file mode``, ``rename from/to``, ``old/new mode``), with
+``difflib`` hunks for text and ``Binary files a/x and b/x differ`` for bytes that are not UTF-8
+text (or hold a NUL in the first 8 KiB). Symlinks show their target, as git does; directories are
+not shown (git does not track them).
+
+:func:`apply_changes` writes changes into a target (the lower by default). It first checks every
+change and raises :class:`CowConflictError` naming all conflicts, writing nothing, when the target
+is not what the tree shadowed: against the lower, the recorded (kind, size, mtime) must match, or
+the content hash recorded at copy-up; against another target, its content must hash to what the
+lower held (recorded at copy-up, or read from the lower while it is unchanged). Then it writes:
+removals (files, then directories deepest first), new directories (shallowest first), files and
+symlinks, modes. Applied to the lower, the tree then forgets what it applied: upper entries equal
+to the lower are dropped and whiteouts with nothing left to hide are cleared, all without changing
+the merged view.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from ._content import looks_binary
+from ._cow_meta import CowConflictError, Stamp, TreeChange
+from ._paths import ROOT, is_under, normalize_path, parent_path
+from ._posix_view import posix_view
+from ._types import FileInfo, FileSystem, Kind, PosixFileSystem
+
+if TYPE_CHECKING:
+    from ._cow import CowFileSystem
+
+_CHUNK = 1 << 20
+
+CHANGED_IN_LOWER = "changed in the lower tree since it was copied up"
+DIFFERS_IN_TARGET = "differs in the target tree from the lower tree"
+EXISTS_IN_TARGET = "already exists in the target tree"
+
+
+def select(changes: list[TreeChange], paths: Iterable[str] | None) -> list[TreeChange]:
+    """The changes at or beneath ``paths`` (either path of a rename); all when ``None``."""
+    if paths is None:
+        return changes
+    if isinstance(paths, str):
+        paths = [paths]
+    chosen = [normalize_path(path) for path in paths]
+    return [
+        change
+        for change in changes
+        if any(
+            is_under(change.path, path)
+            or (change.old_path is not None and is_under(change.old_path, path))
+            for path in chosen
+        )
+    ]
+
+
+# --------------------------------------------------------------------------------------------
+# Listing
+
+
+async def compute_changes(cow: CowFileSystem) -> list[TreeChange]:
+    """Every path whose merged state differs from the lower's, sorted by path."""
+    upper = cow._upper
+    lower = cow._lower
+    meta = cow._meta
+    uppers: dict[str, FileInfo] = {}
+    await _walk(upper, ROOT, uppers, skip=_reserved)
+    beneath: dict[str, FileInfo] = {}  # lower entries at or beneath hidden paths
+    for hidden in meta.hidden_roots():
+        info = await lower.lstat(hidden)
+        if info.exists:
+            beneath[hidden] = info
+            if info.kind == "directory":
+                await _walk(lower, hidden, beneath, skip=_reserved)
+
+    found: list[TreeChange] = []
+    claimed: set[str] = set()
+    for path in sorted(uppers):
+        info = uppers[path]
+        old = await lower.lstat(path)
+        if old.exists and old.kind == info.kind:
+            if info.kind != "directory" and not await _same_content(upper, path, lower, path, info):
+                found.append(TreeChange(path, "modified", info.kind))
+            elif info.mode is not None and old.mode is not None and info.mode != old.mode:
+                found.append(TreeChange(path, "mode_changed", info.kind))
+            continue
+        if old.exists:
+            found.append(TreeChange(path, "modified", info.kind))
+            continue
+        origin = meta.origins.get(path)
+        if (
+            origin is not None
+            and origin != path
+            and origin not in claimed
+            and origin not in uppers
+            and meta.hides(origin)
+            and (await lower.lstat(origin)).kind == info.kind
+        ):
+            claimed.add(origin)
+            found.append(TreeChange(path, "renamed", info.kind, origin))
+            continue
+        found.append(TreeChange(path, "added", info.kind))
+    for path, info in beneath.items():
+        if path not in uppers and path not in claimed:
+            found.append(TreeChange(path, "deleted", info.kind))
+    found.sort(key=lambda change: change.path)
+    return found
+
+
+def _reserved(path: str) -> bool:
+    from ._cow import RESERVED
+
+    return is_under(path, RESERVED)
+
+
+async def _walk(
+    tree: PosixFileSystem, directory: str, into: dict[str, FileInfo], *, skip: object
+) -> None:
+    """``lstat`` of every entry beneath ``directory`` (not itself), depth first."""
+    assert callable(skip)
+    for entry in [entry async for entry in tree.list(directory)]:
+        if skip(entry.path):
+            continue
+        info = await tree.lstat(entry.path)
+        if not info.exists:
+            continue
+        into[entry.path] = info
+        if info.kind == "directory":
+            await _walk(tree, entry.path, into, skip=skip)
+
+
+async def _same_content(
+    a: PosixFileSystem, a_path: str, b: PosixFileSystem, b_path: str, info: FileInfo
+) -> bool:
+    if info.kind == "symlink":
+        return await a.readlink(a_path) == await b.readlink(b_path)
+    if info.size != (await b.lstat(b_path)).size:
+        return False
+    return await read_bytes(a, a_path) == await read_bytes(b, b_path)
+
+
+async def read_bytes(tree: PosixFileSystem, path: str) -> bytes:
+    """Every byte of a file, through a handle (``read`` would decode text)."""
+    file = await tree.open(path)
+    try:
+        chunks: list[bytes] = []
+        offset = 0
+        while True:
+            chunk = await file.read(offset, _CHUNK)
+            if not chunk:
+                return b"".join(chunks)
+            chunks.append(chunk)
+            offset += len(chunk)
+    finally:
+        await file.close()
+
+
+async def _digest(tree: PosixFileSystem, path: str, kind: Kind) -> str:
+    if kind == "symlink":
+        data = (await tree.readlink(path)).encode("utf-8", "surrogateescape")
+    else:
+        data = await read_bytes(tree, path)
+    return hashlib.sha256(data).hexdigest()
+
+
+# --------------------------------------------------------------------------------------------
+# Diff
+
+
+async def render_diff(cow: CowFileSystem, changes: list[TreeChange]) -> str:
+    upper = cow._upper
+    lower = cow._lower
+    parts: list[str] = []
+    for change in changes:
+        old_path = change.old_path or change.path
+        old: tuple[str, int | None, bytes] | None = None
+        new: tuple[str, int | None, bytes] | None = None
+        if change.kind != "added":
+            info = await lower.lstat(old_path)
+            if info.kind in ("file", "symlink"):
+                old = (info.kind, info.mode, await _payload(lower, old_path, info.kind))
+        if change.kind != "deleted":
+            info = await upper.lstat(change.path)
+            if info.kind in ("file", "symlink"):
+                new = (info.kind, info.mode, await _payload(upper, change.path, info.kind))
+        if old is None and new is None:
+            continue  # a directory
+        parts.append(file_diff(old_path if old else change.path, change.path, old, new))
+    return "".join(parts)
+
+
+async def _payload(tree: PosixFileSystem, path: str, kind: str) -> bytes:
+    if kind == "symlink":
+        return (await tree.readlink(path)).encode("utf-8", "surrogateescape")
+    return await read_bytes(tree, path)
+
+
+def git_mode(kind: str, mode: int | None) -> str:
+    if kind == "symlink":
+        return "120000"
+    return "100755" if mode is not None and mode & 0o111 else "100644"
+
+
+def file_diff(
+    old_path: str,
+    new_path: str,
+    old: tuple[str, int | None, bytes] | None,
+    new: tuple[str, int | None, bytes] | None,
+) -> str:
+    """The git-style diff of one path: ``old``/``new`` are ``(kind, mode, bytes)`` or absent."""
+    a = "a" + old_path
+    b = "b" + new_path
+    lines = [f"diff --git {a} {b}\n"]
+    if old is None and new is not None:
+        lines.append(f"new file mode {git_mode(new[0], new[1])}\n")
+    elif new is None and old is not None:
+        lines.append(f"deleted file mode {git_mode(old[0], old[1])}\n")
+    elif old is not None and new is not None:
+        if git_mode(*old[:2]) != git_mode(*new[:2]):
+            lines.append(f"old mode {git_mode(*old[:2])}\nnew mode {git_mode(*new[:2])}\n")
+        if old_path != new_path:
+            lines.append(f"rename from {old_path[1:]}\nrename to {new_path[1:]}\n")
+    old_bytes = b"" if old is None else old[2]
+    new_bytes = b"" if new is None else new[2]
+    if old is not None and new is not None and old_bytes == new_bytes:
+        return "".join(lines)
+    from_name = a if old is not None else "/dev/null"
+    to_name = b if new is not None else "/dev/null"
+    old_text = _text(old_bytes)
+    new_text = _text(new_bytes)
+    if old_text is None or new_text is None:
+        lines.append(f"Binary files {from_name} and {to_name} differ\n")
+        return "".join(lines)
+    if not old_text and not new_text:
+        return "".join(lines)
+    hunks = list(difflib.unified_diff(_lines(old_text), _lines(new_text), from_name, to_name, n=3))
+    for line in hunks:
+        if line.endswith("\n"):
+            lines.append(line)
+        else:
+            lines.append(line + "\n\\ No newline at end of file\n")
+    return "".join(lines)
+
+
+def _text(data: bytes) -> str | None:
+    if looks_binary(data):
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def _lines(text: str) -> list[str]:
+    """Lines split at ``\\n`` only, each keeping its newline (the last may have none)."""
+    parts = text.split("\n")
+    lines = [part + "\n" for part in parts[:-1]]
+    if parts[-1]:
+        lines.append(parts[-1])
+    return lines
+
+
+# --------------------------------------------------------------------------------------------
+# Apply
+
+
+async def apply_changes(
+    cow: CowFileSystem, paths: Iterable[str] | None, target: FileSystem | None
+) -> list[TreeChange]:
+    """See :meth:`CowFileSystem.apply`; the caller holds the tree's lock."""
+    to_lower = target is None or target is cow._lower_tree or target is cow._lower
+    dest = cow._lower if to_lower else posix_view(target)  # type: ignore[arg-type]
+    changes = select(await compute_changes(cow), paths)
+    if not changes:
+        return []
+    await _check(cow, changes, dest, to_lower)
+    with cow._quietly():
+        await _write_back(cow, changes, dest)
+        if to_lower:
+            await _forget_applied(cow, changes)
+    cow._invalidate_dirs()
+    await cow._save()
+    return changes
+
+
+async def _check(
+    cow: CowFileSystem, changes: list[TreeChange], dest: PosixFileSystem, to_lower: bool
+) -> None:
+    """Raise :class:`CowConflictError` for every change the target no longer allows."""
+    conflicts: dict[str, str] = {}
+    removed = {c.path for c in changes if c.kind == "deleted"}
+    removed.update(c.old_path for c in changes if c.kind == "renamed" and c.old_path)
+
+    async def shadowed(path: str, kind: Kind) -> None:
+        """``path`` must still be what the tree shadowed there."""
+        now = await dest.lstat(path)
+        base = cow._meta.bases.get(path)
+        if kind == "directory" or (base is not None and base.kind == "directory"):
+            if now.kind != "directory":
+                conflicts[path] = CHANGED_IN_LOWER if to_lower else DIFFERS_IN_TARGET
+            return
+        if base is None or now.kind != base.kind:
+            conflicts[path] = CHANGED_IN_LOWER if to_lower else DIFFERS_IN_TARGET
+            return
+        if to_lower:
+            if base.same_as(now):
+                return
+            if base.digest is not None and await _digest(dest, path, now.kind) == base.digest:
+                return
+            conflicts[path] = CHANGED_IN_LOWER
+            return
+        want = base.digest
+        if want is None:
+            lower_now = await cow._lower.lstat(path)
+            if not base.same_as(lower_now):
+                conflicts[path] = CHANGED_IN_LOWER
+                return
+            want = await _digest(cow._lower, path, base.kind)
+        if await _digest(dest, path, now.kind) != want:
+            conflicts[path] = DIFFERS_IN_TARGET
+
+    async def vacant(path: str, kind: Kind) -> None:
+        """``path`` must be free in the target (or already hold exactly the new entry)."""
+        now = await dest.lstat(path)
+        if not now.exists or path in removed:
+            return
+        if now.kind == kind == "directory":
+            return
+        if now.kind == kind and await _same_content(cow._upper, path, dest, path, now):
+            return
+        conflicts[path] = EXISTS_IN_TARGET
+
+    for change in changes:
+        if change.kind == "deleted":
+            await shadowed(change.path, change.entry)
+            if change.entry == "directory":
+                async for entry in dest.list(change.path):
+                    if entry.path not in removed:
+                        conflicts.setdefault(
+                            entry.path, CHANGED_IN_LOWER if to_lower else DIFFERS_IN_TARGET
+                        )
+        elif change.kind == "renamed":
+            assert change.old_path is not None
+            await shadowed(change.old_path, change.entry)
+            await vacant(change.path, change.entry)
+        elif change.kind == "added":
+            await vacant(change.path, change.entry)
+        else:
+            now = await dest.lstat(change.path)
+            await shadowed(change.path, now.kind if now.exists else change.entry)
+    if conflicts:
+        first = min(conflicts)
+        raise CowConflictError(first, conflicts[first], tuple(sorted(conflicts)))
+
+
+async def _write_back(cow: CowFileSystem, changes: list[TreeChange], dest: PosixFileSystem) -> None:
+    upper = cow._upper
+    gone: list[tuple[str, Kind]] = []  # entries to remove from the target
+    made: list[TreeChange] = []  # entries to create or overwrite
+    for change in changes:
+        if change.kind == "deleted":
+            gone.append((change.path, change.entry))
+        elif change.kind == "renamed":
+            assert change.old_path is not None
+            gone.append((change.old_path, change.entry))
+            made.append(change)
+        elif change.kind in ("added", "modified"):
+            made.append(change)
+    for change in made:
+        now = await dest.lstat(change.path)
+        if now.exists and (now.kind != change.entry or change.entry == "symlink"):
+            gone.append((change.path, now.kind))  # replaced by another kind (or a new link)
+    for path, _ in sorted(gone, key=lambda item: item[0], reverse=True):
+        info = await dest.lstat(path)
+        if not info.exists:
+            continue
+        if info.kind == "directory":
+            await dest.rmdir(path)
+        else:
+            await dest.unlink(path)
+    for change in sorted(made, key=lambda c: c.path):
+        info = await upper.lstat(change.path)
+        if info.kind == "directory":
+            if (await dest.lstat(change.path)).kind != "directory":
+                await _make_dirs(dest, change.path, info.mode)
+        elif info.kind == "symlink":
+            await _make_dirs(dest, parent_path(change.path), None)
+            await dest.symlink(change.path, await upper.readlink(change.path))
+        else:
+            await dest.write(change.path, await read_bytes(upper, change.path))
+        await _same_mode(dest, change.path, info)
+    for change in changes:
+        if change.kind == "mode_changed":
+            await _same_mode(dest, change.path, await upper.lstat(change.path))
+
+
+async def _make_dirs(dest: PosixFileSystem, path: str, mode: int | None) -> None:
+    if path == ROOT or (await dest.lstat(path)).kind == "directory":
+        return
+    await _make_dirs(dest, parent_path(path), None)
+    await dest.mkdir(path, 0o755 if mode is None else mode)
+
+
+async def _same_mode(dest: PosixFileSystem, path: str, info: FileInfo) -> None:
+    if info.kind == "symlink" or info.mode is None:
+        return
+    now = await dest.lstat(path)
+    if now.mode is not None and now.mode != info.mode:
+        await dest.setattr(path, mode=info.mode)
+
+
+async def _forget_applied(cow: CowFileSystem, changes: list[TreeChange]) -> None:
+    """After writing into the lower: drop what now merely repeats the lower (view unchanged)."""
+    meta = cow._meta
+    upper = cow._upper
+    lower = cow._lower
+    touched: set[str] = set()
+    for change in changes:
+        touched.add(change.path)
+        if change.old_path is not None:
+            touched.add(change.old_path)
+    # The lower holds the applied state now: that is what the tree shadows from here on.
+    for path in touched:
+        info = await lower.lstat(path)
+        if not info.exists:
+            meta.bases[path] = None
+            continue
+        digest = None if info.kind == "directory" else await _digest(lower, path, info.kind)
+        meta.bases[path] = Stamp.of(info, digest)
+        if (await upper.lstat(path)).exists:
+            meta.origins[path] = path
+    # Whiteouts with nothing left to hide (or only what the upper holds again) go.
+    for hidden in sorted(meta.hidden, key=lambda p: (-p.count("/"), p)):
+        if not any(is_under(hidden, t) or is_under(t, hidden) for t in touched):
+            continue
+        low = await lower.lstat(hidden)
+        up = await upper.lstat(hidden)
+        if low.exists:
+            if not up.exists or up.kind != low.kind:
+                continue
+            if low.kind == "directory" and not await _covered(upper, lower, hidden):
+                continue
+        meta.hidden.discard(hidden)
+    # Upper entries equal to the lower beneath them go, deepest first.
+    candidates = set(touched)
+    for path in touched:
+        probe = path
+        while probe != ROOT:
+            probe = parent_path(probe)
+            candidates.add(probe)
+    candidates.discard(ROOT)
+    for path in sorted(candidates, key=lambda p: (-p.count("/"), p)):
+        up = await upper.lstat(path)
+        if not up.exists:
+            if not meta.hides(path):
+                meta.bases.pop(path, None)
+            continue
+        if meta.hides(path):
+            continue
+        low = await lower.lstat(path)
+        if low.kind != up.kind or low.mode != up.mode:
+            continue
+        if up.kind == "directory":
+            if [entry async for entry in upper.list(path)]:
+                continue
+            await upper.rmdir(path)
+        else:
+            if not await _same_content(upper, path, lower, path, up):
+                continue
+            await upper.unlink(path)
+        meta.origins.pop(path, None)
+        meta.bases.pop(path, None)
+
+
+async def _covered(upper: PosixFileSystem, lower: PosixFileSystem, directory: str) -> bool:
+    """Whether every lower entry beneath ``directory`` is in the upper with the same kind."""
+    async for entry in lower.list(directory):
+        if (await upper.lstat(entry.path)).kind != entry.kind:
+            return False
+        if entry.kind == "directory" and not await _covered(upper, lower, entry.path):
+            return False
+    return True
