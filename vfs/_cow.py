@@ -768,7 +768,10 @@ class CowFileSystem:
                     await file.flush()
                 finally:
                     await file.close()
-                self._meta.shadow(path, Stamp.of(info))
+                if path not in self._meta.bases:
+                    # What apply checks against (a touch that keeps the bytes is no conflict).
+                    digest = hashlib.sha256(await _read_all(self._lower, path)).hexdigest()
+                    self._meta.shadow(path, Stamp.of(info, digest))
                 self._meta.origins[path] = path
                 await self._save()
                 await self._upper.rename(stage, path)
