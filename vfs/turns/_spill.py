@@ -14,7 +14,8 @@ path          ``{cwd}/agent-tools/{uuid}.txt``    ``/tmp/{uuid}.txt``
 follow-up     the native text, untouched          ``Use Read or Grep on /tmp/{uuid}.txt.``
 ============  ==================================  ====================================
 
-Everything here is a plain function over plain values (no I/O, no event loop):
+Everything here is a plain function over plain values (no event loop; the only I/O is resolving
+the cwd's symlinks, once per scope):
 
 - :func:`spill_references` finds the spill files a result names: only paths of the exact form
   ``{cwd}/agent-tools/{uuid}.txt`` (a canonical uuid, the ``cwd`` as given or with symlinks
