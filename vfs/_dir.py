@@ -86,6 +86,7 @@ from ._hostdisk import (
     guarded_mountpoints,
     have_openat2,
     list_fd,
+    list_info_fd,
     openat2,
     os_error,
     raise_errno,
@@ -101,6 +102,7 @@ from ._types import (
     MISSING,
     ChangeCallback,
     DirEntry,
+    DirListing,
     FileInfo,
     GrepQuery,
     GrepResult,
@@ -143,6 +145,9 @@ class DirFileSystem:
         "_real",
         "_root",
     )
+
+    # Handles are real descriptors: writes reach the host file at once, flush has nothing to do.
+    buffers_writes = False
 
     def __init__(
         self,
@@ -352,6 +357,26 @@ class DirFileSystem:
             if error.errno in _MISSING:
                 return MISSING
             raise os_error(error, path) from None
+
+    async def list_info(self, prefix: str = ROOT) -> DirListing:
+        path = normalize_path(prefix)
+        guard = self._guards()
+        try:
+            fd, canonical = self._open(path, O_DIR, guard)
+        except _Hidden:
+            return []
+        except OSError as error:
+            if error.errno in _MISSING:
+                return []
+            raise os_error(error, path) from None
+        try:
+            children = list_info_fd(fd, guard, canonical)
+        except OSError as error:
+            raise os_error(error, path) from None
+        finally:
+            os.close(fd)
+        base = "/" if path == ROOT else path + "/"
+        return [(DirEntry(base + name, info.kind), info) for name, info in children]
 
     async def open(
         self,

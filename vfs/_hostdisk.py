@@ -499,6 +499,38 @@ def list_fd(fd: int, guard: GuardView | None = None, base: str = "/") -> list[tu
     return [(item[1], item[2]) for item in _listing(fd, "", False, guard, base)]
 
 
+def list_info_fd(
+    fd: int, guard: GuardView | None = None, base: str = "/"
+) -> list[tuple[str, FileInfo]]:
+    """The direct children of the (readable) directory ``fd`` with their ``lstat``, by name.
+
+    Each entry is examined with ``fstatat(fd, name, AT_SYMLINK_NOFOLLOW)`` (a single name,
+    relative to ``fd``: nothing is resolved beyond it). Under ``guard``, hidden entries are
+    dropped by the identity and tree path ``readdir`` reports, before anything is ``stat``ed, so
+    the listing never touches a guarded mount. Entries that vanish meanwhile are left out.
+    """
+    found: list[tuple[str, FileInfo]] = []
+    dev = os.fstat(fd).st_dev if guard is not None and guard.identities else 0
+    with os.scandir(fd) as entries:
+        for entry in entries:
+            name = entry.name
+            if guard is not None and (
+                guard.hides_identity(dev, entry.inode()) or guard.hides(_join(base, name))
+            ):
+                continue
+            try:
+                st = entry.stat(follow_symlinks=False)
+            except builtins.FileNotFoundError:
+                continue  # removed while we listed
+            found.append((name, file_info(st)))
+    found.sort(key=_first)
+    return found
+
+
+def _first(item: tuple[str, FileInfo]) -> str:
+    return item[0]
+
+
 def walk_fd(
     top: int, *, max_depth: int | None = None, guard: GuardView | None = None, base: str = "/"
 ) -> Generator[WalkItem, None, None]:

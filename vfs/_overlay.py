@@ -40,6 +40,7 @@ from dataclasses import replace
 from functools import partial
 from typing import Any, NoReturn, TypeVar
 
+from ._capabilities import list_info_of
 from ._errors import FileNotFoundError, PathError, ReadOnlyMountError
 from ._match import compile_grep
 from ._merge import grep_key, merge_sorted, path_key, search_key, take, unique_by_path
@@ -51,6 +52,7 @@ from ._types import (
     Change,
     ChangeCallback,
     DirEntry,
+    DirListing,
     FileInfo,
     FileSystem,
     GrepQuery,
@@ -158,13 +160,17 @@ async def _served(
 class OverlayFileSystem:
     """Read-only layers, earlier winning (see the module docstring)."""
 
-    __slots__ = ("_layers", "_observers", "_subscribed", "_views")
+    __slots__ = ("_layers", "_list_infos", "_observers", "_subscribed", "_views")
+
+    # Read-only: handles never hold written bytes.
+    buffers_writes = False
 
     def __init__(self, layers: Sequence[FileSystem]) -> None:
         if not layers:
             raise ValueError("overlay_fs needs at least one layer")
         self._layers = tuple(layers)
         self._views = tuple(posix_view(layer) for layer in self._layers)
+        self._list_infos = tuple(list_info_of(view) for view in self._views)
         self._observers = Observers()
         self._subscribed = False
 
@@ -224,6 +230,31 @@ class OverlayFileSystem:
             await aclose(merged)
             for source in sources:
                 await aclose(source)
+
+    async def list_info(self, prefix: str = ROOT) -> DirListing:
+        """``list`` with each entry's ``lstat``: the layers' listings merged as ``list`` merges
+        them (the earliest layer holding a name answers for it, as ``lstat`` picks it)."""
+        path = normalize_path(prefix)
+        found: dict[str, tuple[DirEntry, FileInfo, int]] = {}
+        last = len(self._layers) - 1
+        for index, list_info in enumerate(self._list_infos):
+            try:
+                listing = await list_info(path)
+            except Exception as error:  # a failing layer costs only its own entries, as in list
+                _skip(index, error)
+                listing = []
+            for entry, info in listing:
+                if entry.path not in found:
+                    found[entry.path] = (entry, info, index)
+            if index == last or path == ROOT:
+                continue
+            if (await self._quiet_stat(index, path)).kind not in ("missing", "directory"):
+                break  # a file here hides the later layers' directory
+        merged: DirListing = []
+        for key in sorted(found):
+            entry, info, index = found[key]
+            merged.append((entry, await self._linked(key, index, info)))
+        return merged
 
     async def stat(self, path: str) -> FileInfo:
         path = normalize_path(path)

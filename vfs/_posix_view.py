@@ -42,6 +42,7 @@ from collections.abc import AsyncIterator, Callable
 from time import time_ns
 from typing import cast
 
+from ._capabilities import list_info
 from ._content import encode_contents, is_image_path
 from ._errors import (
     DirectoryNotEmptyError,
@@ -59,6 +60,7 @@ from ._types import (
     ChangeCallback,
     ChangeKind,
     DirEntry,
+    DirListing,
     FileInfo,
     FileSystem,
     GrepQuery,
@@ -101,6 +103,9 @@ class PosixView:
     """The POSIX extension over an eight-verb tree (see the module docstring)."""
 
     __slots__ = ("_buffers", "_dirs", "_fs", "_gid", "_observers", "_uid", "_watchable")
+
+    # Open files are whole-file buffers written back on flush/close: a mount must forward FLUSH.
+    buffers_writes = True
 
     def __init__(self, fs: FileSystem) -> None:
         self._fs = fs
@@ -280,6 +285,9 @@ class PosixView:
 
     async def lstat(self, path: str) -> FileInfo:
         return await self.stat(path)
+
+    async def list_info(self, prefix: str = ROOT) -> DirListing:
+        return await list_info(self, prefix)
 
     async def open(
         self,

@@ -68,6 +68,7 @@ from ._types import (
     ChangeCallback,
     ChangeKind,
     DirEntry,
+    DirListing,
     FileInfo,
     GrepQuery,
     GrepResult,
@@ -282,6 +283,9 @@ def _available_memory() -> int | None:
 
 class TempFileSystem:
     """An in-memory tree: the eight verbs, the POSIX extension and change notifications."""
+
+    # Writes reach the node at once; flush and close have nothing to deliver.
+    buffers_writes = False
 
     def __init__(
         self,
@@ -598,6 +602,14 @@ class TempFileSystem:
         except (FileNotFoundError, NotADirectoryError):
             return MISSING
         return MISSING if node is None else _info(node)
+
+    async def list_info(self, prefix: str = ROOT) -> DirListing:
+        path = normalize_path(prefix)
+        node = self._find(path)
+        if not isinstance(node, _Dir):
+            return []
+        base = "/" if path == ROOT else path + "/"
+        return [(DirEntry(base + name, child.kind), _info(child)) for name, child in node.listing()]
 
     async def open(
         self,

@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import contextvars
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
-from typing import Literal, Protocol, runtime_checkable
+from dataclasses import dataclass, field, fields
+from typing import Any, Literal, Protocol, runtime_checkable
 
 Kind = Literal["file", "directory", "symlink", "missing"]
 
@@ -40,7 +40,7 @@ class DirEntry:
     kind: Kind
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class FileInfo:
     """What ``stat`` answers. ``kind == "missing"`` is how a missing path is reported.
 
@@ -61,18 +61,54 @@ class FileInfo:
     ctime_ns: int | None = None
     nlink: int | None = None
 
-    def __post_init__(self) -> None:
-        if self.mtime_ns is None:
-            object.__setattr__(self, "mtime_ns", round(self.mtime * 1_000_000_000))
-        elif not self.mtime:
-            object.__setattr__(self, "mtime", self.mtime_ns / 1_000_000_000)
+    # Written out instead of generated: a FileInfo is built for every stat a mount answers, and
+    # setting the slots through their descriptors costs half of the generated __init__.
+    def __init__(
+        self,
+        kind: Kind,
+        size: int = 0,
+        mtime: float = 0.0,
+        mode: int | None = None,
+        mtime_ns: int | None = None,
+        uid: int | None = None,
+        gid: int | None = None,
+        atime_ns: int | None = None,
+        ctime_ns: int | None = None,
+        nlink: int | None = None,
+    ) -> None:
+        if mtime_ns is None:
+            mtime_ns = round(mtime * 1_000_000_000)
+        elif not mtime:
+            mtime = mtime_ns / 1_000_000_000
+        s_kind, s_size, s_mtime, s_mode, s_mtime_ns, s_uid, s_gid, s_atime, s_ctime, s_nlink = (
+            _FILEINFO_SETTERS
+        )
+        s_kind(self, kind)
+        s_size(self, size)
+        s_mtime(self, mtime)
+        s_mode(self, mode)
+        s_mtime_ns(self, mtime_ns)
+        s_uid(self, uid)
+        s_gid(self, gid)
+        s_atime(self, atime_ns)
+        s_ctime(self, ctime_ns)
+        s_nlink(self, nlink)
 
     @property
     def exists(self) -> bool:
         return self.kind != "missing"
 
 
+# The slot descriptors of FileInfo, in field order (they bypass the frozen __setattr__).
+_FILEINFO_SETTERS: tuple[Callable[[FileInfo, Any], None], ...] = tuple(
+    FileInfo.__dict__[item.name].__set__ for item in fields(FileInfo)
+)
+
+
 MISSING = FileInfo("missing")
+
+DirListing = list[tuple[DirEntry, FileInfo]]
+"""What ``list_info`` answers: each entry of a directory with its ``lstat``, sorted by path."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,6 +218,16 @@ class PosixFileSystem(FileSystem, Protocol):
     Paths are normalized; ``mode`` arguments are final permission bits (the caller has applied
     its umask); ``uid``/``gid`` of ``None`` mean "the tree's default owner". Every method raises
     :class:`vfs.PathError` subclasses whose ``errno`` is what POSIX answers.
+
+    Two optional members make a mount faster (``vfs._capabilities`` reads them; a tree without
+    them is served correctly, only slower):
+
+    - ``buffers_writes: bool``: whether an :class:`OpenFile` may hold written bytes that only its
+      ``flush``/``close`` make visible (so a write-back error must reach ``close(2)``). Absent
+      means ``True``. A tree that writes through (``False``) lets the mount stop the kernel from
+      sending a FLUSH on every ``close(2)``.
+    - ``async def list_info(prefix) -> list[tuple[DirEntry, FileInfo]]``: ``list`` with what
+      ``lstat`` answers for each entry, in one call (see :class:`ListsWithInfo`).
     """
 
     async def lstat(self, path: str) -> FileInfo:
@@ -242,6 +288,21 @@ class PosixFileSystem(FileSystem, Protocol):
     ) -> None: ...
 
     async def readlink(self, path: str) -> str: ...
+
+
+@runtime_checkable
+class ListsWithInfo(Protocol):
+    """A tree that lists a directory together with each entry's attributes (optional)."""
+
+    async def list_info(self, prefix: str = ROOT) -> DirListing:
+        """The direct children of ``prefix`` with what ``lstat`` answers for each.
+
+        Same entries, order and rules as ``list`` (sorted by path, missing or a file: empty); an
+        entry that vanishes between being listed and being examined is left out. Meant for
+        readdir-with-attributes, where one directory descriptor (or one node lookup) replaces a
+        path resolution per entry.
+        """
+        ...
 
 
 ChangeKind = Literal["content", "metadata", "entry"]

@@ -54,6 +54,7 @@ from dataclasses import dataclass, replace
 from time import time_ns
 from typing import NoReturn, TypeVar
 
+from ._capabilities import ListInfo, buffers_writes, list_info_of
 from ._errors import (
     CrossMountError,
     DirectoryNotEmptyError,
@@ -80,6 +81,7 @@ from ._types import (
     Change,
     ChangeCallback,
     DirEntry,
+    DirListing,
     FileInfo,
     FileSystem,
     GrepQuery,
@@ -113,6 +115,7 @@ class _Mount:
     fs: FileSystem
     view: PosixFileSystem
     nested: bool  # another mount lies strictly beneath this one
+    list_info: ListInfo  # the view's own, or list + lstat
 
 
 def _child_path(path: object) -> str:
@@ -206,6 +209,7 @@ class UnionFileSystem:
         "_subscribed",
         "_synth_children",
         "_synthesized",
+        "buffers_writes",
     )
 
     def __init__(self, mounts: Mapping[str, FileSystem]) -> None:
@@ -216,15 +220,14 @@ class UnionFileSystem:
                 raise ValueError(f"duplicate mount: {prefix}")
             prefixes[prefix] = fs
         views: dict[int, PosixFileSystem] = {}  # one view per tree mounted several times
-        self._mounts: tuple[_Mount, ...] = tuple(
-            _Mount(
-                prefix,
-                fs,
-                views.setdefault(id(fs), posix_view(fs)),
-                any(is_strictly_under(other, prefix) for other in prefixes),
-            )
-            for prefix, fs in prefixes.items()
-        )
+        mounted: list[_Mount] = []
+        for prefix, fs in prefixes.items():
+            view = views.setdefault(id(fs), posix_view(fs))
+            nested = any(is_strictly_under(other, prefix) for other in prefixes)
+            mounted.append(_Mount(prefix, fs, view, nested, list_info_of(view)))
+        self._mounts: tuple[_Mount, ...] = tuple(mounted)
+        # A handle of any child may buffer writes: then the mount must forward every FLUSH.
+        self.buffers_writes = any(buffers_writes(mount.view) for mount in self._mounts)
         self._by_prefix = {mount.prefix: mount for mount in self._mounts}
         self._longest = max((len(prefix) for prefix in prefixes), default=0)
         self._memo: dict[str, _Mount | None] = {}
@@ -333,6 +336,24 @@ class UnionFileSystem:
         if path not in self._synth_children:
             return own
         return _merged_unique([synthesized, own])
+
+    async def list_info(self, prefix: str = ROOT) -> DirListing:
+        path = normalize_path(prefix)
+        mount = self._resolve(path)
+        synthesized = self._synth_children.get(path, ())
+        listing: DirListing = []
+        if mount is not None:
+            child = strip_prefix(path, mount.prefix)
+            listing = await _guarded(mount.prefix, mount.list_info(child))
+            if mount.prefix != ROOT:
+                listing = [(_move_entry(entry, mount.prefix), info) for entry, info in listing]
+        if not synthesized:
+            return listing
+        # Synthesized directories win over the covering child's entries of the same name.
+        merged = {entry.path: (entry, info) for entry, info in listing}
+        for kid in synthesized:
+            merged[kid] = (DirEntry(kid, "directory"), await self._stat(kid, follow=False))
+        return [merged[kid] for kid in sorted(merged)]
 
     async def stat(self, path: str) -> FileInfo:
         return await self._stat(normalize_path(path), follow=True)

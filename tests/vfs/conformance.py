@@ -22,6 +22,7 @@ This is trio's ``_check_streams.py`` and fsspec's ``tests/abstract`` idea.
 from __future__ import annotations
 
 import builtins
+import contextlib
 import dataclasses
 import posixpath
 import re
@@ -34,6 +35,7 @@ from typing import Any, TypeVar
 import pytest
 
 import vfs
+from vfs._capabilities import buffers_writes, list_info_of
 from vfs._content import encode_contents, is_image_path
 
 T = TypeVar("T")
@@ -989,6 +991,28 @@ async def posix_read_only_refuses(h: Harness) -> None:
     assert await fs.read(s.p("/a.txt")) == SEED["/a.txt"]
 
 
+async def posix_list_info_is_list_plus_lstat(h: Harness) -> None:
+    """``list_info`` (native or the generic fallback) answers ``list`` with each entry's
+    ``lstat``; ``buffers_writes``, when a tree reports it, is a plain bool."""
+    s = await h.seeded()
+    fs = s.fs
+    flag = getattr(fs, "buffers_writes", True)
+    assert isinstance(flag, bool), flag
+    assert isinstance(buffers_writes(fs), bool)
+    if h.caps.writable:
+        await fs.mkdir(s.p("/empty"))
+        with contextlib.suppress(vfs.NotSupportedError):  # a tree without symlinks
+            await fs.symlink(s.p("/src/link"), "a.ts")
+    listed = list_info_of(fs)
+    for path in ["/", *sorted(model_dirs(h.seed())), "/empty", "/a.txt", "/nope", "/nope/x"]:
+        expected = []
+        for entry in await collect(fs.list, s.p(path)):
+            info = await fs.lstat(entry.path)
+            if info.exists:
+                expected.append((entry, info))
+        assert await listed(s.p(path)) == expected, path
+
+
 # --------------------------------------------------------------------------------------------
 # The rules, and what each needs
 
@@ -1045,6 +1069,7 @@ RULES: tuple[Rule, ...] = (
     _rule(delete_read_only, "read_only"),
     _rule(posix_extension_basics, "posix", "writable", "seed"),
     _rule(posix_read_only_refuses, "posix", "read_only", "seed"),
+    _rule(posix_list_info_is_list_plus_lstat, "posix"),
 )
 
 

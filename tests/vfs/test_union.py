@@ -20,6 +20,7 @@ from hypothesis.stateful import (
 )
 
 import vfs
+from vfs._capabilities import buffers_writes, list_info_of
 from vfs._match import compile_glob, grep_lines
 from vfs._paths import relative_to
 
@@ -124,6 +125,28 @@ def test_deeper_mount_shadows_list_glob_and_grep(backend: str) -> None:
         assert [h.path for h in hits] == ["/a.txt", "/tmp/new.txt", "/tmp2/x"]  # type: ignore[attr-defined]
         with pytest.raises(vfs.FileNotFoundError, match=exactly("not found: /tmp/old.txt")):
             await union.read("/tmp/old.txt")
+
+    run(backend, main)
+
+
+def test_list_info_follows_the_mount_table(backend: str) -> None:
+    async def main() -> None:
+        authored = vfs.temp_fs({"/tmp": "a file the mount shadows", "/a.txt": "x"})
+        scratch = vfs.temp_fs({"/new.txt": "y"})
+        union = vfs.union_fs({"/": authored, "/tmp": scratch, "/deep/er": vfs.temp_fs()})
+        listed = await list_info_of(union)("/")
+        assert [(entry.path, entry.kind) for entry, _ in listed] == [
+            ("/a.txt", "file"),
+            ("/deep", "directory"),
+            ("/tmp", "directory"),
+        ]
+        for entry, info in listed:
+            assert info == await union.lstat(entry.path)
+        moved = await list_info_of(union)("/tmp")
+        assert moved == [(vfs.DirEntry("/tmp/new.txt", "file"), await scratch.lstat("/new.txt"))]
+        # Every child writes through, so the union does too; one buffering child changes that.
+        assert buffers_writes(union) is False
+        assert buffers_writes(vfs.union_fs({"/": authored, "/e": EightVerbTree()})) is True
 
     run(backend, main)
 

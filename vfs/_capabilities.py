@@ -1,0 +1,52 @@
+"""Optional capabilities of the POSIX extension, read in one place.
+
+Theory of operation
+-------------------
+:class:`vfs.PosixFileSystem` trees may report two things that let a mount send or answer fewer
+kernel requests (see its docstring). Neither is part of the contract: a tree without them is
+served correctly, only slower, so every reader goes through these helpers, which supply the
+safe default.
+
+- :func:`buffers_writes`: ``True`` unless the tree says ``buffers_writes = False``. A mount may
+  tell the kernel to stop sending FLUSH (answering ENOSYS, which the kernel remembers for the
+  whole mount) only when this is ``False``: a buffering handle's write-back error must reach
+  ``close(2)``. The answer must not change while the tree is mounted.
+- :func:`list_info`: a directory's entries with their ``lstat``, natively when the tree has
+  ``list_info``, else ``list`` plus one ``lstat`` per entry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from ._types import DirListing, PosixFileSystem
+
+ListInfo = Callable[[str], Awaitable[DirListing]]
+
+
+def buffers_writes(tree: object) -> bool:
+    """Whether ``tree``'s open files may hold writes that only ``flush``/``close`` deliver."""
+    return bool(getattr(tree, "buffers_writes", True))
+
+
+def list_info_of(tree: PosixFileSystem) -> ListInfo:
+    """The tree's ``list_info`` when it has one, else the generic one (``list`` + ``lstat``)."""
+    native: ListInfo | None = getattr(tree, "list_info", None)
+    if native is not None:
+        return native
+
+    async def generic(prefix: str) -> DirListing:
+        return await list_info(tree, prefix)
+
+    return generic
+
+
+async def list_info(tree: PosixFileSystem, prefix: str) -> DirListing:
+    """``prefix``'s entries with their ``lstat``: ``list`` + ``lstat``, skipping vanished ones."""
+    entries = [entry async for entry in tree.list(prefix)]
+    found: DirListing = []
+    for entry in entries:
+        info = await tree.lstat(entry.path)
+        if info.exists:
+            found.append((entry, info))
+    return found
