@@ -8,8 +8,8 @@ Handle numbers come from a counter and are never reused, so a stale number canno
 file. ``release``/``releasedir`` pop them. The table does not touch the inode table; the caller
 pins the node for as long as the handle exists (see ``mountd._inodes``).
 
-A directory handle keeps a snapshot of the directory's names, taken when the kernel reads from
-offset 0 (``opendir`` and every ``rewinddir``). Offsets given to the kernel are indices into that
+A directory handle keeps a snapshot of the directory's names (with their attributes), taken when
+the kernel reads from offset 0 (``opendir`` and every ``rewinddir``). Offsets given to the kernel are indices into that
 snapshot, so entries added or removed while a listing is in progress never make it skip or repeat
 a name, as readdir(3) requires.
 """
@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from vfs import OpenFile
+from vfs import FileInfo, OpenFile
 
 from ._inodes import Node
 
@@ -44,11 +44,15 @@ class FileHandle:
 
 @dataclass(eq=False)
 class DirHandle:
-    """An open directory; ``entries`` is the snapshot being listed (names, with ``.``/``..``)."""
+    """An open directory; ``entries`` is the snapshot being listed: names (with ``.``/``..``)
+    and the attributes each name had when the snapshot was taken (``None`` for the dots).
+    ``generation`` is the mount's change generation at that moment: while it has not moved,
+    the attributes are still what ``lstat`` would answer (see ``mountd._ops``)."""
 
     fh: int
     node: Node
-    entries: list[str] | None = field(default=None)
+    entries: list[tuple[str, FileInfo | None]] | None = field(default=None)
+    generation: int = -1
 
 
 class HandleTable:

@@ -36,9 +36,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from vfs import FileInfo, OpenFile
 from vfs._paths import ROOT, join_path, split_path
+
+if TYPE_CHECKING:
+    import pyfuse3
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +52,18 @@ ROOT_INODE = 1
 class Node:
     """One inode the mount has handed out (or the root)."""
 
-    __slots__ = ("children", "info", "ino", "keeper", "lookups", "name", "opens", "parent")
+    __slots__ = (
+        "attrs",
+        "attrs_of",
+        "children",
+        "info",
+        "ino",
+        "keeper",
+        "lookups",
+        "name",
+        "opens",
+        "parent",
+    )
 
     def __init__(self, ino: int, name: str, parent: Node | None, info: FileInfo | None) -> None:
         self.ino = ino
@@ -61,6 +76,10 @@ class Node:
         self.info = info
         # An open file that keeps a renamed-over file reachable (see mountd._ops); it pins.
         self.keeper: OpenFile | None = None
+        # The kernel attributes last built for this node, and the FileInfo they were built from
+        # (building them costs more than comparing two FileInfos; see mountd._ops).
+        self.attrs: pyfuse3.EntryAttributes | None = None
+        self.attrs_of: FileInfo | None = None
 
     def __repr__(self) -> str:
         return (

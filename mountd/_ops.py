@@ -24,9 +24,19 @@ Decisions a reader may question:
   ``getxattr("security.capability")`` before every ``write()``.
 - ``RENAME_EXCHANGE`` on a tree that cannot swap atomically answers ``EINVAL`` (what callers such
   as ``mv`` expect from filesystems without exchange), never a silent overwrite.
-- ``flush`` is skipped for handles opened read-only (nothing to write back), saving a tree call
-  on every ``close()`` of a reader; writers always reach ``OpenFile.flush``, so a buffering
+- ``flush``: a tree whose handles never buffer writes (``buffers_writes`` is ``False``, see
+  ``vfs._capabilities``) answers ``ENOSYS``, which the kernel remembers: it stops sending FLUSH
+  on every ``close(2)`` for the whole mount. Otherwise flush is skipped for handles opened
+  read-only (nothing to write back) and writers always reach ``OpenFile.flush``, so a buffering
   layer's write-back error reaches ``close(2)``.
+- ``readdir`` (readdirplus) lists a directory with its attributes in one tree call
+  (``list_info``; ``list`` + ``lstat`` for trees without it) when the kernel reads from offset 0
+  and answers later offsets from that snapshot only while the mount's *generation* has not moved
+  (it moves around every changing request and on every change reported by the tree's API);
+  otherwise each remaining entry is ``lstat``ed again, because readdirplus attributes go
+  straight into the kernel's attribute cache and must not be older than the request.
+- The kernel attributes built for a node are kept on the node with the ``FileInfo`` they came
+  from and reused while the tree answers an equal ``FileInfo``.
 - ``fsync`` is always forwarded; answering ENOSYS would make every later fsync a silent no-op.
 - A rename over a file the kernel knows first opens that file (its *keeper*) and keeps it open
   until the kernel forgets the inode: a reader that resolved the name just before the rename
@@ -52,6 +62,7 @@ from typing import Any, TypeVar, cast
 import pyfuse3
 
 from vfs import FileInfo, OpenFile, PosixFileSystem, change_origin
+from vfs._capabilities import buffers_writes, list_info_of
 from vfs._paths import NAME_MAX, base_name, join_path
 
 from ._attrs import BLOCK_SIZE, AttrPolicy
@@ -80,20 +91,40 @@ def _request(*, write: bool = False) -> Callable[[_F], _F]:
     def decorate(handler: _F) -> _F:
         op = handler.__name__
 
+        if not write:
+
+            @functools.wraps(handler)
+            async def wrapper(self: Operations, *args: Any) -> Any:
+                self.counters[op] += 1
+                token = change_origin.set(self.origin)
+                try:
+                    return await handler(self, *args)
+                except pyfuse3.FUSEError:
+                    raise
+                except Exception as error:  # mapped to an errno (and logged if unexpected)
+                    raise pyfuse3.FUSEError(errno_for(error, write=False, op=op)) from None
+                finally:
+                    change_origin.reset(token)
+
+            return cast(_F, wrapper)
+
         @functools.wraps(handler)
-        async def wrapper(self: Operations, *args: Any) -> Any:
+        async def changing(self: Operations, *args: Any) -> Any:
             self.counters[op] += 1
+            # Before and after: a listing snapshot taken while this runs is not trusted later.
+            self.generation += 1
             token = change_origin.set(self.origin)
             try:
                 return await handler(self, *args)
             except pyfuse3.FUSEError:
                 raise
             except Exception as error:  # mapped to an errno (and logged if unexpected)
-                raise pyfuse3.FUSEError(errno_for(error, write=write, op=op)) from None
+                raise pyfuse3.FUSEError(errno_for(error, write=True, op=op)) from None
             finally:
                 change_origin.reset(token)
+                self.generation += 1
 
-        return cast(_F, wrapper)
+        return cast(_F, changing)
 
     return decorate
 
@@ -123,6 +154,12 @@ class Operations(pyfuse3.Operations):
         self.counters: Counter[str] = Counter() if counters is None else counters
         self.inodes = InodeTable()
         self.handles = HandleTable()
+        # Fixed for the mount's life: the kernel remembers a FLUSH answered with ENOSYS.
+        self.forwards_flush = buffers_writes(fs)
+        self._list_info = list_info_of(fs)
+        # Moves whenever the tree may have changed (a changing request, an API change): a
+        # directory listing's attributes are reused across readdir requests only while it stays.
+        self.generation = 0
         # Read by pyfuse3 when the kernel connection is set up.
         self.enable_writeback_cache = writeback
 
@@ -159,8 +196,19 @@ class Operations(pyfuse3.Operations):
         text = os.fsdecode(name)
         return parent, text, join_path(self._path(parent), text)
 
+    def tree_changed(self) -> None:
+        """The tree changed outside a request (through its API): listings must look again."""
+        self.generation += 1
+
     def _entry(self, node: Node, info: FileInfo) -> pyfuse3.EntryAttributes:
-        return self.attrs.entry(node.ino, info)
+        built = node.attrs_of
+        if built is info or (built is not None and built == info):
+            assert node.attrs is not None
+            return node.attrs
+        attrs = self.attrs.entry(node.ino, info)
+        node.attrs = attrs
+        node.attrs_of = info
+        return attrs
 
     def _detached_entry(self, node: Node) -> pyfuse3.EntryAttributes:
         if node.info is None or not node.info.exists:
@@ -479,6 +527,10 @@ class Operations(pyfuse3.Operations):
 
     @_request(write=True)
     async def flush(self, fh: int) -> None:
+        if not self.forwards_flush:
+            # Nothing is buffered in any handle of this tree: ENOSYS makes the kernel stop
+            # sending FLUSH on every close(2) for the rest of the mount.
+            raise _fuse_error(errno.ENOSYS)
         handle = self.handles.file(fh)
         if handle.dirty or handle.writable:
             await handle.file.flush()
@@ -487,6 +539,8 @@ class Operations(pyfuse3.Operations):
     @_request()
     async def release(self, fh: int) -> None:
         handle = self.handles.pop_file(fh)
+        if self.forwards_flush:
+            self.generation += 1  # closing a buffering handle writes it back
         try:
             if not handle.shared:
                 await handle.file.close()
@@ -507,35 +561,43 @@ class Operations(pyfuse3.Operations):
         self.inodes.pin(node)
         return handle.fh
 
-    async def _snapshot(self, node: Node) -> list[str]:
-        names = [".", ".."]
+    async def _snapshot(self, node: Node) -> list[tuple[str, FileInfo | None]]:
+        entries: list[tuple[str, FileInfo | None]] = [(".", None), ("..", None)]
         path = self.inodes.path(node)
         if path is not None:  # a removed directory lists as empty
-            names.extend([base_name(entry.path) async for entry in self.fs.list(path)])
-        return names
+            entries.extend(
+                (base_name(entry.path), info) for entry, info in await self._list_info(path)
+            )
+        return entries
 
     @_request()
     async def readdir(self, fh: int, start_id: int, token: pyfuse3.ReaddirToken) -> None:
         handle = self.handles.dir(fh)
         node = handle.node
         if start_id == 0 or handle.entries is None:
+            generation = self.generation
             handle.entries = await self._snapshot(node)
+            handle.generation = generation
         entries = handle.entries
+        # The snapshot's attributes are as fresh as an lstat now unless something changed since
+        # (readdirplus replies fill the kernel's attribute cache, so they must not be stale).
+        fresh = handle.generation == self.generation
+        path = self.inodes.path(node)
         for index in range(start_id, len(entries)):
-            name = entries[index]
-            if name in (".", ".."):
+            name, info = entries[index]
+            if info is None:  # "." or ".."
                 dot = node if name == "." or node.parent is None else node.parent
                 if not pyfuse3.readdir_reply(
                     token, name.encode(), self.attrs.dot(dot.ino), index + 1
                 ):
                     return
                 continue  # "." and ".." are never counted as lookups
-            path = self.inodes.path(node)
             if path is None:
-                return
-            info = await self.fs.lstat(join_path(path, name))
-            if not info.exists:
-                continue  # removed since the snapshot
+                return  # removed since the snapshot
+            if not fresh:
+                info = await self.fs.lstat(join_path(path, name))
+                if not info.exists:
+                    continue  # removed since the snapshot
             child = self.inodes.child(node, name, info)
             if not pyfuse3.readdir_reply(
                 token, os.fsencode(name), self._entry(child, info), index + 1

@@ -34,7 +34,7 @@ import os
 import sys
 import threading
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
@@ -45,7 +45,8 @@ if sys.version_info < (3, 11):
     from exceptiongroup import BaseExceptionGroup
 
 import vfs
-from vfs import FileSystem, PosixFileSystem, Watchable, _hostdisk
+from vfs import Change, FileSystem, PosixFileSystem, Watchable, _hostdisk
+from vfs._types import ChangeCallback
 
 from . import _registry
 from ._attrs import AttrPolicy
@@ -292,7 +293,7 @@ async def _serve_session(
                     timeout=options.invalidation_timeout,
                     counters=mount.counters,
                 )
-                unsubscribe = watchable.watch(invalidator)
+                unsubscribe = watchable.watch(_counting(ops, invalidator))
             task_status.started(mount)
             await main_done.wait()
             log.info("%s was unmounted from outside", mount.mountpoint)
@@ -312,6 +313,16 @@ async def _serve_session(
                         await main_done.wait()
                 with trio.move_on_after(options.shutdown_timeout):
                     await ops.close_all()
+
+
+def _counting(ops: Operations, invalidator: Invalidator) -> ChangeCallback:
+    """The invalidator, after telling the request handlers that the tree changed."""
+
+    def on_change(change: Change) -> Awaitable[None] | None:
+        ops.tree_changed()
+        return invalidator(change)
+
+    return on_change
 
 
 async def _wait_until_live(target: str, parent_dev: int, main_done: trio.Event) -> None:
