@@ -1,0 +1,634 @@
+"""``policy_fs``: path rules (gitignore patterns) granting ``write``, ``read`` or ``none``.
+
+Theory of operation
+-------------------
+A :class:`Policy` is a list of :class:`Rule` values, each a gitignore-style pattern (the
+``pathspec`` package's ``GitIgnoreSpec`` semantics, matched against the path relative to the tree's
+root: ``/x`` is anchored at the root, ``x`` matches at any depth, ``x/`` matches a directory and
+everything beneath it, ``**`` spans directories) and an access level. As in ``.gitignore``, the
+*last* matching rule wins; a path no rule matches gets the policy's ``default``. ``!`` patterns
+are refused: the access level says what a negation would. Also as in ``.gitignore``, a directory
+that is ``none`` hides everything beneath it, whatever the rules say about its contents. The root
+itself is never hidden (its listing shows the visible children).
+
+``policy_fs(tree, policy)`` enforces it on every call, *before* the call reaches the tree, so
+the check holds for paths that do not exist yet (a create) exactly as for existing ones:
+
+- ``none``: any access raises :class:`PolicyDeniedError` (``EACCES``), whether or not something
+  exists there (so the error does not tell), and ``list``/``glob``/``grep``/``search`` leave such
+  paths out. A mount answers ``EACCES`` to the lookup.
+- ``read``: everything that would change the path is refused with :class:`PolicyDeniedError`:
+  ``write``, ``delete``, ``open`` for writing/creating/truncating, ``mkdir``, ``rmdir``,
+  ``unlink``, ``symlink``, ``setattr`` (times too), and ``rename`` to or from it. Renaming a
+  directory moves everything beneath it, so it also needs ``write`` on every entry beneath, at
+  its old and its new path (``mv .git x`` cannot carry ``.git/hooks`` out of the protected zone).
+  ``write``'s implicit parent directories need ``write`` where they do not exist yet.
+- ``write``: the call goes through unchanged.
+
+Checks use the path the tree will really touch: symlinks in the path are resolved through the
+tree (chroot semantics, as every tree resolves them), the final one only for calls that follow it
+(``stat``, ``read``, ``write``, ``open``, the walks' starting directory). So a link planted at
+``/x -> /.git/hooks`` does not open a way around the rules through the API. Through a mount the
+kernel resolves links itself, so the paths arriving here are already real; directories known to be
+real (no symlink) are remembered to keep that resolution free for the mount's calls, and forgotten
+when the tree reports an entry change at one of them (a tree that does not report changes is
+resolved in full every time). The check and the call are two steps: a concurrent rename that
+swaps a directory for a symlink between them is not caught (the kernel's own path walk is).
+
+A denial is logged on the ``vfs.policy`` logger (warning) and raised; recording it in an audit
+trail is :func:`vfs._audit.audited_fs`'s job (wrap the policy tree: it sees the denial as it
+passes). Handles are not checked again after ``open``, as POSIX checks permissions at open time.
+
+:func:`repository_policy` is the policy for a git working tree: everything writable, so git works
+in full (lock files, objects, the index, refs, logs, packed-refs, ``COMMIT_EDITMSG``,
+``ORIG_HEAD``), except the places that make git *run* something or change where it reads from:
+``.git/hooks/``, ``.git/config`` and ``.git/config.worktree``, and the same inside submodules'
+git directories (``.git/modules/**/``), which are ``read``.
+"""
+
+from __future__ import annotations
+
+import builtins
+import logging
+import re
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Literal, TypeAlias, cast
+
+import pathspec
+
+from ._capabilities import buffers_writes, list_info_of
+from ._errors import PathError, PermissionDeniedError
+from ._match import compile_grep
+from ._paths import ROOT, is_under, join_path, normalize_path, parent_path, split_path
+from ._posix_view import posix_view
+from ._pushdown import aclose, refilled
+from ._types import (
+    Change,
+    ChangeCallback,
+    DirEntry,
+    FileInfo,
+    FileSystem,
+    GrepQuery,
+    GrepResult,
+    OpenFile,
+    SearchQuery,
+    SearchResult,
+    Watchable,
+)
+
+log = logging.getLogger("vfs.policy")
+
+Access: TypeAlias = Literal["none", "read", "write"]
+ACCESS_LEVELS: tuple[Access, ...] = ("none", "read", "write")
+
+_SYMLOOP_MAX = 40
+_CACHE_SIZE = 65536
+
+
+class PolicyDeniedError(PermissionDeniedError):
+    """A path policy refuses this access (``EACCES``; a :class:`PermissionError`).
+
+    ``operation`` names the refused call (``write``, ``rename``, ...), ``access`` what the policy
+    grants at ``path`` (``read`` or ``none``).
+    """
+
+    def __init__(self, path: str, *, operation: str = "", access: Access = "none") -> None:
+        self.operation = operation
+        self.access = access
+        super().__init__(path)
+
+    def _message(self) -> str:
+        return f"permission denied by policy: {self.path}"
+
+
+@dataclass(frozen=True)
+class Rule:
+    """``pattern`` (gitignore syntax, relative to the tree's root) grants ``access``."""
+
+    pattern: str
+    access: Access
+
+    def __post_init__(self) -> None:
+        if self.access not in ACCESS_LEVELS:
+            raise ValueError(
+                f"access must be one of {', '.join(ACCESS_LEVELS)}, not {self.access!r}"
+            )
+        text = self.pattern.strip()
+        if not text or text.startswith("#"):
+            raise ValueError(f"empty pattern (or a comment): {self.pattern!r}")
+        if text.startswith("!"):
+            raise ValueError(
+                f"negated pattern {self.pattern!r}: give the path its own rule with the access "
+                "it should have instead (the last matching rule wins)"
+            )
+
+
+RuleLike: TypeAlias = "Rule | tuple[str, str]"
+
+
+@dataclass(frozen=True)
+class Policy:
+    """Rules in order (the last match wins) and the access of paths no rule matches."""
+
+    rules: tuple[Rule, ...] = ()
+    default: Access = "write"
+    _compiled: tuple[tuple[re.Pattern[str], Access], ...] = field(
+        init=False, repr=False, compare=False, default=()
+    )
+
+    def __post_init__(self) -> None:
+        if self.default not in ACCESS_LEVELS:
+            raise ValueError(
+                f"default must be one of {', '.join(ACCESS_LEVELS)}, not {self.default!r}"
+            )
+        compiled = []
+        for rule in self.rules:
+            spec = pathspec.GitIgnoreSpec.from_lines([rule.pattern])
+            regex = spec.patterns[0].regex
+            if regex is None:  # pragma: no cover - blank patterns are refused by Rule
+                raise ValueError(f"pattern matches nothing: {rule.pattern!r}")
+            compiled.append((regex, rule.access))
+        object.__setattr__(self, "_compiled", tuple(compiled))
+
+    @property
+    def restricts(self) -> bool:
+        """Whether any path can get less than ``write``."""
+        return self.default != "write" or any(rule.access != "write" for rule in self.rules)
+
+    def own_access(self, path: str, *, directory: bool = False) -> Access:
+        """What the rules say about ``path`` itself (a normalized path), ignoring its parents."""
+        if path == ROOT:
+            return "read" if self.default == "none" else self.default
+        relative = path[1:] + "/" if directory else path[1:]
+        for regex, access in reversed(self._compiled):
+            if regex.match(relative) is not None:
+                return access
+        return self.default
+
+    def access(self, path: str, *, directory: bool = False) -> Access:
+        """The access granted at ``path``: its own rules, unless a parent directory is ``none``."""
+        path = normalize_path(path)
+        probe = path
+        while probe != ROOT:
+            probe = parent_path(probe)
+            if probe != ROOT and self.own_access(probe, directory=True) == "none":
+                return "none"
+        return self.own_access(path, directory=directory)
+
+
+def as_policy(
+    rules: Policy | Mapping[str, str] | Iterable[RuleLike], default: Access = "write"
+) -> Policy:
+    """A :class:`Policy` from a policy, a ``{pattern: access}`` mapping or ``(pattern, access)``
+    pairs / :class:`Rule` values."""
+    if isinstance(rules, Policy):
+        return rules
+    pairs: Iterable[RuleLike] = rules.items() if isinstance(rules, Mapping) else rules
+    checked = []
+    for item in pairs:
+        if isinstance(item, Rule):
+            checked.append(item)
+        else:
+            pattern, access = item
+            checked.append(Rule(pattern, cast(Access, access)))
+    return Policy(tuple(checked), default)
+
+
+REPOSITORY_RULES: tuple[Rule, ...] = (
+    Rule("/.git/hooks/", "read"),
+    Rule("/.git/config", "read"),
+    Rule("/.git/config.worktree", "read"),
+    Rule("/.git/modules/**/hooks/", "read"),
+    Rule("/.git/modules/**/config", "read"),
+    Rule("/.git/modules/**/config.worktree", "read"),
+)
+
+
+def repository_policy(*extra: RuleLike, default: Access = "write") -> Policy:
+    """The policy for a git working tree at the root (see the module docstring); ``extra``
+    rules come after the repository's, so they win where they match."""
+    more = as_policy(list(extra)).rules
+    return Policy(REPOSITORY_RULES + more, default)
+
+
+def policy_fs(
+    tree: FileSystem,
+    rules: Policy | Mapping[str, str] | Iterable[RuleLike],
+    *,
+    default: Access = "write",
+) -> PolicyFileSystem:
+    """``tree`` with ``rules`` enforced on every call (see the module docstring).
+
+    ``rules`` is a :class:`Policy` (then ``default`` is its own) or rules in order, the last
+    match winning. The result implements :class:`FileSystem`, :class:`PosixFileSystem` and
+    :class:`Watchable` (changes are forwarded as the tree reports them).
+    """
+    return PolicyFileSystem(tree, as_policy(rules, default))
+
+
+class PolicyFileSystem:
+    """A tree with a path policy enforced (see the module docstring)."""
+
+    __slots__ = ("_access", "_known", "_tree", "_view", "buffers_writes", "policy")
+
+    def __init__(self, tree: FileSystem, policy: Policy) -> None:
+        self._tree = tree
+        self._view = posix_view(tree)
+        self.policy = policy
+        self.buffers_writes = buffers_writes(self._view)
+        self._access: dict[tuple[str, bool], Access] = {}
+        # Directories known to hold no symlink in their path; None: resolve in full every time.
+        self._known: set[str] | None = None
+        if isinstance(self._view, Watchable):
+            self._known = set()
+            self._view.watch(self._forget)
+
+    def __repr__(self) -> str:
+        return f"policy_fs({self._tree!r}, {self.policy!r})"
+
+    @property
+    def tree(self) -> FileSystem:
+        return self._tree
+
+    # -- deciding ---------------------------------------------------------------------------
+
+    def access(self, path: str, *, directory: bool = False) -> Access:
+        """The access the policy grants at ``path`` (no symlink resolution), memoized."""
+        key = (path, directory)
+        found = self._access.get(key)
+        if found is not None:
+            return found
+        if path == ROOT:
+            granted = self.policy.own_access(ROOT)
+        else:
+            parent = parent_path(path)
+            if parent != ROOT and self.access(parent, directory=True) == "none":
+                granted = "none"
+            else:
+                granted = self.policy.own_access(path, directory=directory)
+        if len(self._access) >= _CACHE_SIZE:
+            self._access.clear()
+        self._access[key] = granted
+        return granted
+
+    def _forget(self, change: Change) -> None:
+        known = self._known
+        if known and change.kind == "entry" and change.path in known:
+            known.clear()  # a real directory moved or went: its descendants' paths changed
+
+    async def _real(self, path: str, *, follow: bool) -> str:
+        """``path`` with its symlinks resolved through the tree (the final one if ``follow``)."""
+        known = self._known
+        if path == ROOT:
+            return path
+        parent = parent_path(path)
+        if known is not None and (parent == ROOT or parent in known) and not follow:
+            return path  # the mount's common case: costs nothing
+        parts = split_path(path)
+        done = ROOT
+        hops = 0
+        index = 0
+        while index < len(parts):
+            candidate = join_path(done, parts[index])
+            last = index == len(parts) - 1
+            if last and not follow:
+                return candidate
+            if known is not None and candidate in known:
+                done = candidate
+                index += 1
+                continue
+            try:
+                info = await self._view.lstat(candidate)
+                if info.kind == "symlink":
+                    hops += 1
+                    if hops > _SYMLOOP_MAX:
+                        return path  # the call itself reports the loop
+                    target = await self._view.readlink(candidate)
+                    base = ROOT if target.startswith("/") else done
+                    parts = split_path(normalize_path(join_path(base, target))) + parts[index + 1 :]
+                    done = ROOT
+                    index = 0
+                    continue
+            except PathError:
+                return _rest(candidate, parts[index + 1 :])  # the call reports the problem
+            if info.kind != "directory":
+                return _rest(candidate, parts[index + 1 :])
+            if known is not None and not last:
+                if len(known) >= _CACHE_SIZE:
+                    known.clear()
+                known.add(candidate)
+            done = candidate
+            index += 1
+        return done
+
+    def _deny(self, operation: str, path: str, access: Access) -> PolicyDeniedError:
+        log.warning("policy denied %s %s (access %s)", operation, path, access)
+        return PolicyDeniedError(path, operation=operation, access=access)
+
+    async def _visible(self, operation: str, path: str, *, follow: bool) -> None:
+        """Raise unless ``path`` may be looked at (it is not ``none``)."""
+        real = await self._real(path, follow=follow)
+        as_file = self.access(real)
+        as_dir = self.access(real, directory=True)
+        if as_file != "none" and as_dir != "none":
+            return
+        if as_file == as_dir:
+            raise self._deny(operation, real, "none")
+        # The rules tell files from directories here: ask what it is.
+        info = await self._view.lstat(real)
+        if (as_dir if info.kind == "directory" else as_file) == "none":
+            raise self._deny(operation, real, "none")
+
+    def _require_write(self, operation: str, real: str, *, directory: bool) -> None:
+        granted = self.access(real, directory=directory)
+        if granted != "write":
+            raise self._deny(operation, real, granted)
+
+    async def _writable(self, operation: str, path: str, *, follow: bool) -> str:
+        """Raise unless the entry at ``path`` (whatever it is) may be changed; its real path."""
+        real = await self._real(path, follow=follow)
+        as_file = self.access(real)
+        as_dir = self.access(real, directory=True)
+        if as_file == as_dir:
+            if as_file != "write":
+                raise self._deny(operation, real, as_file)
+            return real
+        info = await self._view.lstat(real)
+        self._require_write(operation, real, directory=info.kind == "directory")
+        return real
+
+    async def _creatable(self, operation: str, path: str, *, directory: bool, follow: bool) -> str:
+        real = await self._real(path, follow=follow)
+        self._require_write(operation, real, directory=directory)
+        return real
+
+    async def _parents_creatable(self, operation: str, real: str) -> None:
+        """``write`` creates missing parents: each one it would create needs ``write``."""
+        probe = parent_path(real)
+        while probe != ROOT and not (await self._view.lstat(probe)).exists:
+            self._require_write(operation, probe, directory=True)
+            probe = parent_path(probe)
+
+    def _shown(self, path: str, kind: str) -> bool:
+        return self.access(path, directory=kind == "directory") != "none"
+
+    async def _subtree_writable(self, operation: str, old: str, new: str) -> None:
+        """A directory rename moves every entry beneath ``old`` to ``new``: all need ``write``."""
+        pending = [old]
+        while pending:
+            directory = pending.pop()
+            for entry in [entry async for entry in self._view.list(directory)]:
+                moved = new + entry.path[len(old) :]
+                is_dir = entry.kind == "directory"
+                self._require_write(operation, entry.path, directory=is_dir)
+                self._require_write(operation, moved, directory=is_dir)
+                if is_dir:
+                    pending.append(entry.path)
+
+    # -- the eight verbs --------------------------------------------------------------------
+
+    def list(self, prefix: str = ROOT) -> AsyncIterator[DirEntry]:
+        return self._list(normalize_path(prefix))
+
+    async def _list(self, path: str) -> AsyncIterator[DirEntry]:
+        real = await self._real(path, follow=True)
+        if path != ROOT and self.access(real, directory=True) == "none":
+            return
+        source = self._view.list(path)
+        try:
+            async for entry in source:
+                if self._shown(_moved(entry.path, path, real), entry.kind):
+                    yield entry
+        finally:
+            await aclose(source)
+
+    async def list_info(self, prefix: str = ROOT) -> builtins.list[tuple[DirEntry, FileInfo]]:
+        path = normalize_path(prefix)
+        real = await self._real(path, follow=True)
+        if path != ROOT and self.access(real, directory=True) == "none":
+            return []
+        listing = await list_info_of(self._view)(path)
+        return [
+            (entry, info)
+            for entry, info in listing
+            if self._shown(_moved(entry.path, path, real), entry.kind)
+        ]
+
+    async def stat(self, path: str) -> FileInfo:
+        path = normalize_path(path)
+        await self._visible("stat", path, follow=True)
+        return await self._view.stat(path)
+
+    def glob(self, pattern: str, dir: str = ROOT) -> AsyncIterator[DirEntry]:
+        return self._glob(pattern, normalize_path(dir))
+
+    async def _glob(self, pattern: str, path: str) -> AsyncIterator[DirEntry]:
+        real = await self._real(path, follow=True)
+        if path != ROOT and self.access(real, directory=True) == "none":
+            return
+        source = self._view.glob(pattern, path)
+        try:
+            async for entry in source:
+                if self._shown(_moved(entry.path, path, real), entry.kind):
+                    yield entry
+        finally:
+            await aclose(source)
+
+    async def read(self, path: str) -> str | bytes:
+        path = normalize_path(path)
+        await self._visible("read", path, follow=True)
+        return await self._view.read(path)
+
+    def grep(self, query: GrepQuery) -> AsyncIterator[GrepResult]:
+        return self._grep(query, normalize_path(query.path))
+
+    async def _grep(self, query: GrepQuery, path: str) -> AsyncIterator[GrepResult]:
+        real = await self._real(path, follow=True)
+        if path != ROOT and self.access(real, directory=True) == "none":
+            # An invalid pattern still fails here, as on any tree.
+            compile_grep(query.pattern, case_insensitive=query.case_insensitive, path=path)
+            return
+
+        def run(limit: int | None) -> AsyncIterator[GrepResult]:
+            return self._view.grep(
+                GrepQuery(query.pattern, path, query.glob, query.case_insensitive, limit)
+            )
+
+        async def keep(hit: GrepResult) -> bool:
+            return self._shown(_moved(hit.path, path, real), "file")
+
+        stream = refilled(run, query.max_results, keep)
+        try:
+            async for hit in stream:
+                yield hit
+        finally:
+            await aclose(stream)
+
+    async def write(self, path: str, contents: str | bytes) -> None:
+        path = normalize_path(path)
+        real = await self._creatable("write", path, directory=False, follow=True)
+        await self._parents_creatable("write", real)
+        await self._view.write(path, contents)
+
+    async def delete(self, path: str) -> None:
+        path = normalize_path(path)
+        await self._writable("delete", path, follow=False)
+        await self._view.delete(path)
+
+    def search(self, query: SearchQuery) -> AsyncIterator[SearchResult]:
+        return self._search(query, normalize_path(query.path))
+
+    async def _search(self, query: SearchQuery, path: str) -> AsyncIterator[SearchResult]:
+        real = await self._real(path, follow=True)
+        if path != ROOT and self.access(real, directory=True) == "none":
+            return
+
+        def run(limit: int | None) -> AsyncIterator[SearchResult]:
+            return self._view.search(SearchQuery(query.query, path, limit))
+
+        async def keep(result: SearchResult) -> bool:
+            return self._shown(_moved(result.path, path, real), "file")
+
+        stream = refilled(run, query.max_results, keep)
+        try:
+            async for result in stream:
+                yield result
+        finally:
+            await aclose(stream)
+
+    # -- the POSIX extension ----------------------------------------------------------------
+
+    async def lstat(self, path: str) -> FileInfo:
+        path = normalize_path(path)
+        await self._visible("lstat", path, follow=False)
+        return await self._view.lstat(path)
+
+    async def open(
+        self,
+        path: str,
+        *,
+        write: bool = False,
+        create: bool = False,
+        exclusive: bool = False,
+        truncate: bool = False,
+        mode: int = 0o644,
+        uid: int | None = None,
+        gid: int | None = None,
+    ) -> OpenFile:
+        path = normalize_path(path)
+        if write or create or truncate:
+            await self._creatable("open", path, directory=False, follow=True)
+        else:
+            await self._visible("open", path, follow=True)
+        return await self._view.open(
+            path,
+            write=write,
+            create=create,
+            exclusive=exclusive,
+            truncate=truncate,
+            mode=mode,
+            uid=uid,
+            gid=gid,
+        )
+
+    async def mkdir(
+        self, path: str, mode: int = 0o755, *, uid: int | None = None, gid: int | None = None
+    ) -> None:
+        path = normalize_path(path)
+        await self._creatable("mkdir", path, directory=True, follow=False)
+        await self._view.mkdir(path, mode, uid=uid, gid=gid)
+
+    async def rmdir(self, path: str) -> None:
+        path = normalize_path(path)
+        await self._creatable("rmdir", path, directory=True, follow=False)
+        await self._view.rmdir(path)
+
+    async def unlink(self, path: str) -> None:
+        path = normalize_path(path)
+        await self._writable("unlink", path, follow=False)
+        await self._view.unlink(path)
+
+    async def rename(
+        self, src: str, dst: str, *, noreplace: bool = False, exchange: bool = False
+    ) -> None:
+        src = normalize_path(src)
+        dst = normalize_path(dst)
+        real_src = await self._real(src, follow=False)
+        real_dst = await self._real(dst, follow=False)
+        source = await self._view.lstat(real_src)
+        if source.exists:
+            is_dir = source.kind == "directory"
+            self._require_write("rename", real_src, directory=is_dir)
+            self._require_write("rename", real_dst, directory=is_dir)
+            if is_dir and self.policy.restricts:
+                await self._subtree_writable("rename", real_src, real_dst)
+            if exchange:
+                target = await self._view.lstat(real_dst)
+                if target.kind == "directory":
+                    self._require_write("rename", real_src, directory=True)
+                    self._require_write("rename", real_dst, directory=True)
+                    if self.policy.restricts:
+                        await self._subtree_writable("rename", real_dst, real_src)
+                elif target.exists:
+                    self._require_write("rename", real_src, directory=False)
+        else:
+            # Nothing to move: the tree answers ENOENT, unless the path may not even be seen.
+            await self._visible("rename", src, follow=False)
+        await self._view.rename(src, dst, noreplace=noreplace, exchange=exchange)
+
+    async def setattr(
+        self,
+        path: str,
+        *,
+        size: int | None = None,
+        mode: int | None = None,
+        uid: int | None = None,
+        gid: int | None = None,
+        atime_ns: int | None = None,
+        mtime_ns: int | None = None,
+    ) -> FileInfo:
+        path = normalize_path(path)
+        await self._writable("setattr", path, follow=False)
+        return await self._view.setattr(
+            path, size=size, mode=mode, uid=uid, gid=gid, atime_ns=atime_ns, mtime_ns=mtime_ns
+        )
+
+    async def symlink(
+        self, path: str, target: str, *, uid: int | None = None, gid: int | None = None
+    ) -> None:
+        path = normalize_path(path)
+        await self._creatable("symlink", path, directory=False, follow=False)
+        await self._view.symlink(path, target, uid=uid, gid=gid)
+
+    async def readlink(self, path: str) -> str:
+        path = normalize_path(path)
+        await self._visible("readlink", path, follow=False)
+        return await self._view.readlink(path)
+
+    # -- changes ----------------------------------------------------------------------------
+
+    def watch(self, callback: ChangeCallback) -> Callable[[], None]:
+        if isinstance(self._view, Watchable):
+            return self._view.watch(callback)
+        return _nothing
+
+
+def _nothing() -> None:
+    return None
+
+
+def _rest(done: str, rest: list[str]) -> str:
+    for name in rest:
+        done = join_path(done, name)
+    return done
+
+
+def _moved(path: str, prefix: str, real: str) -> str:
+    """``path`` (beneath ``prefix``) seen beneath ``real``, the real path ``prefix`` names."""
+    if prefix == real:
+        return path
+    if not is_under(path, prefix):
+        return path
+    tail = path[len(prefix) :] if prefix != ROOT else path
+    return (real.rstrip("/") + tail) if tail else real
