@@ -65,7 +65,7 @@ import anyio
 import anyio.lowlevel
 
 from ._content import encode_contents
-from ._cow_meta import CowMeta, Stamp, TreeChange
+from ._cow_meta import META_PATH, RESERVED, CowMeta, Stamp, TreeChange
 from ._errors import (
     DirectoryNotEmptyError,
     FileExistsError,
@@ -108,9 +108,7 @@ from ._types import (
 from ._walk import glob_tree, grep_tree
 from ._watch import Observers
 
-RESERVED = "/.agentroot-cow"
 RESERVED_NAME = RESERVED[1:]
-META_PATH = RESERVED + "/meta.json"
 _META_TEMP = RESERVED + "/meta.json.tmp"
 _STAGE = RESERVED + "/stage"
 _CHUNK = 1 << 20
@@ -154,6 +152,7 @@ class CowFileSystem:
     __slots__ = (
         "_counter",
         "_dirs",
+        "_epoch",
         "_generation",
         "_lock_var",
         "_lower",
@@ -185,6 +184,7 @@ class CowFileSystem:
         self._staged = False
         self._counter = itertools.count()
         self._lower_files: dict[str, set[_LowerFile]] = {}  # path -> read handles on the lower
+        self._epoch = 0  # bumped whenever a lower path is copied up or replaced (see open)
         if isinstance(self._lower, Watchable):
             self._lower.watch(self._from_lower)
         if isinstance(self._upper, Watchable):
@@ -563,11 +563,13 @@ class CowFileSystem:
 
     async def _rebind(self, path: str) -> None:
         """``path`` was copied up: its lower handles read the upper copy from now on."""
+        self._epoch += 1
         for handle in self._lower_files.pop(path, set()):
             await handle.rebind(await self._upper.open(path))
 
     def _orphan(self, path: str) -> None:
         """``path`` no longer names the lower file its handles read; they keep reading it."""
+        self._epoch += 1
         self._lower_files.pop(path, None)
 
     # -- the eight verbs --------------------------------------------------------------------
@@ -788,11 +790,11 @@ class CowFileSystem:
         lower = await self._lower_view(path)
         if lower.exists:
             self._meta.shadow(path, Stamp.of(lower))
-            self._meta.hide(path)
+            self._meta.hide(path, subtree=lower.kind == "directory")
             await self._save()
         if found.layer == _UPPER:
             await self._upper.unlink(path)
-            self._meta.forget_upper(path)
+            self._meta.forget_upper(path, subtree=False)
         else:
             self._orphan(path)
             await self._observers.emit(path, "entry")
@@ -837,14 +839,19 @@ class CowFileSystem:
         path = normalize_path(path)
         if not (write or create or truncate):
             await self._reading()
-            found = await self._locate(path, follow=True)
-            if not found.info.exists:
-                raise FileNotFoundError(path)
-            if found.info.kind == "directory":
-                raise IsADirectoryError(path)
-            if found.layer == _UPPER:
-                return await self._upper.open(found.path)
-            return self._lower_handle(found.path, await self._lower.open(found.path))
+            while True:
+                epoch = self._epoch
+                found = await self._locate(path, follow=True)
+                if not found.info.exists:
+                    raise FileNotFoundError(path)
+                if found.info.kind == "directory":
+                    raise IsADirectoryError(path)
+                if found.layer == _UPPER:
+                    return await self._upper.open(found.path)
+                file = await self._lower.open(found.path)
+                if epoch == self._epoch:
+                    return self._lower_handle(found.path, file)
+                await file.close()  # copied up or replaced meanwhile: resolve again
         _refuse_reserved(path)
         async with self._writing():
             if create and exclusive and (await self._locate(path, follow=False)).info.exists:

@@ -31,11 +31,11 @@ from __future__ import annotations
 
 import difflib
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from ._content import looks_binary
-from ._cow_meta import CowConflictError, Stamp, TreeChange
+from ._cow_meta import RESERVED, CowConflictError, Stamp, TreeChange
 from ._paths import ROOT, is_under, normalize_path, parent_path
 from ._posix_view import posix_view
 from ._types import FileInfo, FileSystem, Kind, PosixFileSystem
@@ -122,16 +122,17 @@ async def compute_changes(cow: CowFileSystem) -> list[TreeChange]:
 
 
 def _reserved(path: str) -> bool:
-    from ._cow import RESERVED
-
     return is_under(path, RESERVED)
 
 
 async def _walk(
-    tree: PosixFileSystem, directory: str, into: dict[str, FileInfo], *, skip: object
+    tree: PosixFileSystem,
+    directory: str,
+    into: dict[str, FileInfo],
+    *,
+    skip: Callable[[str], bool],
 ) -> None:
     """``lstat`` of every entry beneath ``directory`` (not itself), depth first."""
-    assert callable(skip)
     for entry in [entry async for entry in tree.list(directory)]:
         if skip(entry.path):
             continue

@@ -43,6 +43,11 @@ from ._types import FileInfo, Kind
 
 META_VERSION = 1
 
+# The upper's reserved directory: the record (``meta.json``) and copies in progress (``stage/``).
+# Never shown through the tree, in either layer.
+RESERVED = "/.agentroot-cow"
+META_PATH = RESERVED + "/meta.json"
+
 ChangeKind = Literal["added", "modified", "deleted", "renamed", "mode_changed"]
 
 
@@ -148,15 +153,21 @@ class CowMeta:
         """Remember the lower's state at ``path`` the first time the tree shadows it."""
         self.bases.setdefault(path, stamp)
 
-    def hide(self, path: str) -> None:
-        """Hide the lower at ``path`` and beneath; whiteouts beneath become redundant."""
-        self.hidden.difference_update([p for p in self.hidden if is_strictly_under(p, path)])
+    def hide(self, path: str, *, subtree: bool = True) -> None:
+        """Hide the lower at ``path`` and beneath; whiteouts beneath become redundant.
+
+        ``subtree=False`` (a file's whiteout) skips looking for them: nothing can be beneath.
+        """
+        if subtree:
+            self.hidden.difference_update([p for p in self.hidden if is_strictly_under(p, path)])
         self.hidden.add(path)
 
-    def forget_upper(self, path: str) -> None:
-        """The upper no longer holds ``path`` or anything beneath it."""
-        for key in [p for p in self.origins if is_under(p, path)]:
-            del self.origins[key]
+    def forget_upper(self, path: str, *, subtree: bool = True) -> None:
+        """The upper no longer holds ``path`` (or, with ``subtree``, anything beneath it)."""
+        self.origins.pop(path, None)
+        if subtree:
+            for key in [p for p in self.origins if is_strictly_under(p, path)]:
+                del self.origins[key]
 
     def moved(self, src: str, dst: str) -> None:
         """The upper's ``src`` (and its subtree) is now at ``dst``; ``dst``'s subtree is gone."""

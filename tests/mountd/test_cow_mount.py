@@ -156,7 +156,9 @@ def test_git_in_a_copy_on_write_mount(tmp_path: Path) -> None:
     diff = str(seen["diff"])
     assert "diff --git a/README.md b/README.md\n--- a/README.md\n+++ b/README.md\n" in diff
     assert "+edited\n" in diff
-    assert "diff --git a/src/pkg/mod3.py b/src/renamed/mod3.py\nrename from src/pkg/mod3.py\n" in diff
+    assert (
+        "diff --git a/src/pkg/mod3.py b/src/renamed/mod3.py\nrename from src/pkg/mod3.py\n" in diff
+    )
     assert "diff --git a/docs/b.md b/docs/b.md\ndeleted file mode 100644\n" in diff
     assert "diff --git a/docs/c.md b/docs/c.md\nold mode 100644\nnew mode 100600\n" not in diff
     assert "diff --git a/docs/new.md b/docs/new.md\nnew file mode 100644\n" in diff

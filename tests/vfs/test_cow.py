@@ -20,9 +20,9 @@ import anyio.lowlevel
 import pytest
 
 import vfs
-from vfs._cow import META_PATH, RESERVED, CowFileSystem, cow_fs
+from vfs._cow import CowFileSystem, cow_fs
 from vfs._cow_changes import file_diff
-from vfs._cow_meta import CowConflictError, CowMeta, Stamp, TreeChange
+from vfs._cow_meta import META_PATH, RESERVED, CowConflictError, CowMeta, Stamp, TreeChange
 
 from .conformance import Capabilities, Files, Harness, Subject, rules_for
 from .eightverb import BACKENDS, EightVerbTree, collect, exactly, paths, run
