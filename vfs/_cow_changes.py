@@ -345,24 +345,32 @@ async def _check(
             return
         conflicts[path] = EXISTS_IN_TARGET
 
+    async def emptied(path: str) -> None:
+        """A target directory that goes must hold nothing this apply does not remove."""
+        if (await dest.lstat(path)).kind != "directory":
+            return
+        async for entry in dest.list(path):
+            if entry.path not in removed:
+                conflicts.setdefault(
+                    entry.path, CHANGED_IN_LOWER if to_lower else DIFFERS_IN_TARGET
+                )
+
     for change in changes:
         if change.kind == "deleted":
             await shadowed(change.path, change.entry)
-            if change.entry == "directory":
-                async for entry in dest.list(change.path):
-                    if entry.path not in removed:
-                        conflicts.setdefault(
-                            entry.path, CHANGED_IN_LOWER if to_lower else DIFFERS_IN_TARGET
-                        )
+            await emptied(change.path)
         elif change.kind == "renamed":
             assert change.old_path is not None
             await shadowed(change.old_path, change.entry)
+            await emptied(change.old_path)
             await vacant(change.path, change.entry)
         elif change.kind == "added":
             await vacant(change.path, change.entry)
         else:
             now = await dest.lstat(change.path)
             await shadowed(change.path, now.kind if now.exists else change.entry)
+            if now.kind == "directory" and change.entry != "directory":
+                await emptied(change.path)
     if conflicts:
         first = min(conflicts)
         raise CowConflictError(first, conflicts[first], tuple(sorted(conflicts)))

@@ -504,6 +504,21 @@ def test_list_grep_glob_search_merge(backend: str) -> None:
     run(backend, main)
 
 
+def test_grep_pushdown_stays_exact_when_lower_hits_are_shadowed(backend: str) -> None:
+    async def main() -> None:
+        lower_tree = EightVerbTree({f"/f{i}.txt": "hit\n" for i in range(6)})
+        cow = cow_fs(lower_tree)
+        for i in range(4):
+            await cow.write(f"/f{i}.txt", "miss\n")  # the lower's first four hits are shadowed
+        await cow.delete("/f4.txt")
+        hits = await collect(cow.grep(vfs.GrepQuery("hit", max_results=1)))
+        assert [h.path for h in hits] == ["/f5.txt"]  # type: ignore[attr-defined]
+        assert lower_tree.grep_caps[0] == 1  # pushed down, then refilled
+        assert await collect(cow.grep(vfs.GrepQuery("hit", path="/f1.txt"))) == []
+
+    run(backend, main)
+
+
 def test_symlinks_resolve_in_the_merged_view(backend: str) -> None:
     async def main() -> None:
         lower = await Lower().snap()
@@ -770,6 +785,13 @@ def test_apply_into_another_target(backend: str) -> None:
             match=exactly("conflict: /a.txt differs in the target tree from the lower tree"),
         ):
             await cow.apply(target=other)
+        extra = vfs.temp_fs({**SEED, "/e/extra.txt": "not in the lower\n"})
+        with pytest.raises(
+            CowConflictError,
+            match=exactly("conflict: /e/extra.txt differs in the target tree from the lower tree"),
+        ):
+            await cow.apply(target=extra)  # /e would have to go, but holds more than it did
+        assert (await extra.stat("/e/keep.txt")).kind == "file"
         clash = vfs.temp_fs({**SEED, "/f/keep.txt": "in the way\n"})
         with pytest.raises(
             CowConflictError,

@@ -361,7 +361,7 @@ def test_cow_matches_a_model(backend: str, durable: bool) -> None:
     run_state_machine_as_test(
         machine,
         settings=settings(
-            max_examples=25 if durable else 40,
+            max_examples=20 if durable else 30,
             stateful_step_count=30,
             deadline=None,
             suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
