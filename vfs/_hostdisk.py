@@ -221,12 +221,14 @@ def renameat2(src_dir: int, src: str, dst_dir: int, dst: str, flags: int) -> Non
 
 @functools.cache
 def _have_fchmodat2() -> bool:
+    # An invalid descriptor and an empty path without AT_EMPTY_PATH: EBADF/ENOENT where the
+    # call exists, never a change. (AT_FDCWD with AT_EMPTY_PATH would chmod the cwd to 0.)
     result = _syscall(
         ctypes.c_long(_SYS_FCHMODAT2),
-        ctypes.c_int(AT_FDCWD),
+        ctypes.c_int(-1),
         ctypes.c_char_p(b""),
         ctypes.c_uint(0),
-        ctypes.c_uint(0x1000),  # AT_EMPTY_PATH on the cwd: EINVAL/ENOENT/EPERM, never a change
+        ctypes.c_uint(0),
     )
     return not (result < 0 and ctypes.get_errno() == errno.ENOSYS)
 
@@ -510,13 +512,15 @@ def list_info_fd(
     the listing never touches a guarded mount. Entries that vanish meanwhile are left out.
     """
     found: list[tuple[str, FileInfo]] = []
-    dev = os.fstat(fd).st_dev if guard is not None and guard.identities else 0
+    identities = guard.identities if guard is not None else frozenset()
+    hidden_paths = guard is not None and bool(guard.tree_paths)
+    dev = os.fstat(fd).st_dev if identities else 0
     with os.scandir(fd) as entries:
         for entry in entries:
             name = entry.name
-            if guard is not None and (
-                guard.hides_identity(dev, entry.inode()) or guard.hides(_join(base, name))
-            ):
+            if identities and (dev, entry.inode()) in identities:
+                continue
+            if hidden_paths and guard is not None and guard.hides(_join(base, name)):
                 continue
             try:
                 st = entry.stat(follow_symlinks=False)
