@@ -37,8 +37,8 @@ subtree's lower files, which a repository's directory renames keep small). ``O_E
 behave as on one filesystem.
 
 Reads go to the winning layer: ``stat``/``lstat``/``read``/``readlink``/``open`` of an unmodified
-file never touch the upper beyond one ``lstat``. ``list`` merges both layers' listings (upper wins,
-hidden names and the reserved name dropped). ``glob`` walks the merged view (``glob_tree``);
+file never touch the upper beyond one ``lstat``. ``list`` (and ``list_info``, from each layer's
+own) merges both layers' listings (upper wins, hidden names and the reserved name dropped). ``glob`` walks the merged view (``glob_tree``);
 ``grep`` and ``search`` run each layer natively (``max_results`` pushed down) and drop lower hits
 that the upper or a whiteout shadows (:func:`vfs._pushdown.refilled` keeps the pushdown exact).
 
@@ -64,6 +64,7 @@ from typing import Any, TypeVar
 import anyio
 import anyio.lowlevel
 
+from ._capabilities import buffers_writes, list_info_of
 from ._content import encode_contents
 from ._cow_meta import META_PATH, RESERVED, CowMeta, Stamp, TreeChange
 from ._errors import (
@@ -94,6 +95,7 @@ from ._types import (
     Change,
     ChangeCallback,
     DirEntry,
+    DirListing,
     FileInfo,
     FileSystem,
     GrepQuery,
@@ -589,6 +591,40 @@ class CowFileSystem:
             yield DirEntry(base + name, names[name][0])
             if count % 1024 == 0:
                 await anyio.lowlevel.checkpoint()
+
+    async def list_info(self, prefix: str = ROOT) -> DirListing:
+        """:meth:`list` with each entry's ``lstat``, from each layer's own ``list_info``."""
+        path = normalize_path(prefix)
+        await self._reading()
+        try:
+            found = await self._locate(path, follow=True)
+        except PathError:
+            return []
+        if found.info.kind != "directory":
+            return []
+        real = found.path
+        merged: dict[str, FileInfo] = {}
+        if found.layer == _UPPER:
+            for entry, info in await list_info_of(self._upper)(real):
+                merged[base_name(entry.path)] = info
+            if real == ROOT:
+                merged.pop(RESERVED_NAME, None)
+        if not self._meta.hides(real):
+            hidden = self._meta.hidden
+            for entry, info in await list_info_of(self._lower)(real):
+                name = base_name(entry.path)
+                if name in merged or entry.path in hidden:
+                    continue
+                if real == ROOT and name == RESERVED_NAME:
+                    continue
+                merged[name] = info
+        base = "/" if path == ROOT else path + "/"
+        return [(DirEntry(base + name, merged[name].kind), merged[name]) for name in sorted(merged)]
+
+    @property
+    def buffers_writes(self) -> bool:
+        """Writes go to the upper's handles (lower handles take none): as the upper buffers."""
+        return buffers_writes(self._upper)
 
     async def stat(self, path: str) -> FileInfo:
         path = normalize_path(path)

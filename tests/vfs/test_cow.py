@@ -495,6 +495,15 @@ def test_list_grep_glob_search_merge(backend: str) -> None:
         with pytest.raises(vfs.InvalidGrepPatternError, match=exactly("invalid grep pattern: (")):
             await collect(cow.grep(vfs.GrepQuery("(")))
         assert await paths(cow.glob("*")) == ["/a.txt", "/b.txt", "/d"]
+        listed = await cow.list_info("/")
+        assert [(e.path, e.kind, i.kind) for e, i in listed] == [
+            ("/a.txt", "file", "file"),
+            ("/b.txt", "file", "file"),
+            ("/d", "directory", "directory"),
+        ]
+        assert listed[1][1] == await cow.lstat("/b.txt")
+        assert await cow.list_info("/a.txt") == [] and await cow.list_info("/nope") == []
+        assert cow.buffers_writes is False  # the upper (temp_fs) writes through
         found = await collect(cow.search(vfs.SearchQuery("alpha")))
         assert [r.path for r in found] == ["/a.txt"]  # type: ignore[attr-defined]
         await cow.delete("/a.txt")
