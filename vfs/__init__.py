@@ -6,6 +6,8 @@ speaks :class:`PosixFileSystem`, which is what ``mountd`` serves as a real mount
 and asyncio alike.
 """
 
+from ._cow import CowFileSystem, cow_fs
+from ._cow_meta import CowConflictError, TreeChange
 from ._dir import dir_fs
 from ._empty import empty_fs
 from ._errors import (
@@ -53,6 +55,8 @@ from ._walk import glob_tree, grep_tree, walk
 
 __all__ = [
     "Change",
+    "CowConflictError",
+    "CowFileSystem",
     "CrossMountError",
     "DeleteNotSupportedError",
     "DirEntry",
@@ -83,9 +87,11 @@ __all__ = [
     "ReadOnlyMountError",
     "SearchQuery",
     "SearchResult",
+    "TreeChange",
     "Watchable",
     "WriteFailedError",
     "change_origin",
+    "cow_fs",
     "dir_fs",
     "empty_fs",
     "glob_tree",
