@@ -78,6 +78,12 @@ POSIX_ERRORS = [
         errno.EINVAL,
         ValueError,
     ),
+    (
+        vfs.CowConflictError("/a", "changed in the lower tree since it was copied up"),
+        "conflict: /a changed in the lower tree since it was copied up",
+        errno.ESTALE,
+        OSError,
+    ),
 ]
 
 
