@@ -31,7 +31,13 @@ import os
 
 from . import _atomic, _exclude, _locks
 from ._crash import crash_point
-from ._shape import EXCLUDE_TEMP_PREFIX, INTENT_TEMP_PREFIX, Shape, check_cursor_dir
+from ._shape import (
+    EXCLUDE_TEMP_PREFIX,
+    FUSION_PREFIX,
+    INTENT_TEMP_PREFIX,
+    Shape,
+    check_cursor_dir,
+)
 
 
 def bootstrap_lock(shape: Shape, *, label: str = "bootstrap") -> _locks.LockSpec:
@@ -138,15 +144,22 @@ def remove_stale_marker(shape: Shape, *, wait: float) -> bool:
 
 
 def rmdir_cursor(shape: Shape) -> bool:
-    """One non-recursive ``rmdir`` of ``.cursor/``; whether it is gone. Clears the intent."""
+    """One non-recursive ``rmdir`` of ``.cursor/``; whether it is gone.
+
+    The cleanup intent goes with the directory, or as soon as the directory holds something of
+    the operator's (it is theirs now); a peer's lock in the making keeps it for a later retry.
+    """
     try:
         os.rmdir(shape.cursor_dir)
     except FileNotFoundError:
         pass
     except OSError as error:
-        if error.errno in (errno.ENOTEMPTY, errno.EEXIST, errno.EBUSY, errno.ENOTDIR):
-            return False  # a peer's lock or an operator's file: benign, retried by reconcile
-        raise
+        if error.errno not in (errno.ENOTEMPTY, errno.EEXIST, errno.EBUSY, errno.ENOTDIR):
+            raise
+        with contextlib.suppress(OSError):
+            if any(not name.startswith(FUSION_PREFIX) for name in os.listdir(shape.cursor_dir)):
+                os.unlink(shape.intent_path)
+        return False  # benign: retried by a later reconciliation while the intent stays
     with contextlib.suppress(FileNotFoundError):
         os.unlink(shape.intent_path)
     return True

@@ -36,6 +36,7 @@ from ._errors import RefusedError, UsageError
 
 CURSOR = ".cursor"
 CONFIG = "mcp.json"
+FUSION_PREFIX = ".fusion-mcp"  # every session file but mcp.json starts so
 STATE = ".fusion-mcp-state.json"
 LOCK = ".fusion-mcp.lock"
 TEMP_PREFIX = ".fusion-mcp-tmp."
