@@ -30,7 +30,8 @@ Layer types and their keys (``docs/spec.md`` is the user-facing page):
 ========  ==============================================================================
 temp      ``files``: table of absolute path -> text (optional). In memory.
 dir       ``path``: host directory (required; ``~`` expands; relative to the spec's
-          directory), ``read_only``: boolean (default false).
+          directory), ``read_only``: boolean (default false), ``policy``: ``"repository"``
+          (optional; see ``cow``).
 empty     no keys. No files; writes fail as read-only.
 union     ``mounts``: table of mount prefix -> layer (required, at least one). Prefixes are
           absolute and normalized (``"/tmp"``, not ``"/tmp/"`` or ``"tmp"``).
@@ -38,6 +39,11 @@ overlay   ``layers``: array of layers, earliest wins (required, at least one).
 host      ``files``: table of absolute path -> text (optional), ``scope``: string (default
           ``"default"``).
           ``host_fs`` over an in-process ``InMemoryHostFiles``, for trying host-backed roots.
+cow       ``lower``: layer (required), ``upper``: layer (optional; default in memory),
+          ``policy``: ``"repository"`` (optional). Copy-on-write over ``lower``
+          (``vfs.cow_fs``): writes land in ``upper``, ``lower`` is never written. The
+          repository policy (``vfs._policy.repository_policy``) refuses writes to
+          ``.git/hooks`` and ``.git/config`` and lets git do everything else.
 ========  ==============================================================================
 
 Loading happens in two steps with a value in between: :func:`parse_spec` turns TOML into a tree
@@ -60,14 +66,17 @@ from pathlib import Path
 from typing import Any, TypeAlias
 
 import vfs
+from vfs._cow import cow_fs
 from vfs._paths import normalize_path
+from vfs._policy import policy_fs, repository_policy
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
-LAYER_TYPES = ("temp", "dir", "empty", "union", "overlay", "host")
+LAYER_TYPES = ("temp", "dir", "empty", "union", "overlay", "host", "cow")
+POLICIES = ("repository",)
 
 
 class SpecError(Exception):
@@ -91,6 +100,7 @@ class TempLayer:
 class DirLayer:
     path: Path
     read_only: bool = False
+    policy: str | None = None
 
 
 @dataclass(frozen=True)
@@ -114,7 +124,16 @@ class HostLayer:
     scope: str = "default"
 
 
-Layer: TypeAlias = "TempLayer | DirLayer | EmptyLayer | UnionLayer | OverlayLayer | HostLayer"
+@dataclass(frozen=True)
+class CowLayer:
+    lower: Layer
+    upper: Layer | None = None
+    policy: str | None = None
+
+
+Layer: TypeAlias = (
+    "TempLayer | DirLayer | EmptyLayer | UnionLayer | OverlayLayer | HostLayer | CowLayer"
+)
 
 
 @dataclass(frozen=True)
@@ -209,10 +228,23 @@ class _Checker:
             self.keys(value, key, required=("type",), optional=("files",), what=what)
             return TempLayer(self.files(value, key))
         if kind == "dir":
-            self.keys(value, key, required=("type", "path"), optional=("read_only",), what=what)
+            self.keys(
+                value, key, required=("type", "path"), optional=("read_only", "policy"), what=what
+            )
             return DirLayer(
                 self.directory(value["path"], _join(key, "path")),
                 self.boolean(value, key, "read_only"),
+                self.policy(value, key),
+            )
+        if kind == "cow":
+            self.keys(
+                value, key, required=("type", "lower"), optional=("upper", "policy"), what=what
+            )
+            upper = value.get("upper")
+            return CowLayer(
+                self.layer(value["lower"], _join(key, "lower")),
+                None if upper is None else self.layer(upper, _join(key, "upper")),
+                self.policy(value, key),
             )
         if kind == "empty":
             self.keys(value, key, required=("type",), optional=(), what=what)
@@ -233,6 +265,19 @@ class _Checker:
         value = table.get(name, False)
         if not isinstance(value, bool):
             raise self.fail(_join(key, name), f"expected true or false, got {_show(value)}")
+        return value
+
+    def policy(self, table: Mapping[str, Any], key: str) -> str | None:
+        value = table.get("policy")
+        if value is None:
+            return None
+        policy_key = _join(key, "policy")
+        if not isinstance(value, str):
+            raise self.fail(policy_key, f"expected a string, got {_show(value)}")
+        if value not in POLICIES:
+            raise self.fail(
+                policy_key, f'unknown policy "{value}" (expected one of: {", ".join(POLICIES)})'
+            )
         return value
 
     def files(self, table: Mapping[str, Any], key: str) -> tuple[tuple[str, str], ...]:
@@ -351,11 +396,18 @@ def _expected(names: tuple[str, ...]) -> str:
 
 
 def default_layer(cwd: str | os.PathLike[str]) -> Layer:
-    """The tree ``mountd mount MOUNTPOINT`` serves without a spec: ``cwd`` read-only at ``/`` and a
-    writable in-memory ``/tmp``."""
-    return UnionLayer(
-        (("/", DirLayer(Path(os.path.abspath(cwd)), read_only=True)), ("/tmp", TempLayer()))
-    )
+    """The tree ``mountd mount MOUNTPOINT`` serves without a spec: :func:`cow_layer` of ``cwd``
+    (its lower read-only) at ``/`` and a writable in-memory ``/tmp``."""
+    return UnionLayer((("/", cow_layer(cwd, read_only=True)), ("/tmp", TempLayer())))
+
+
+def cow_layer(cwd: str | os.PathLike[str], *, read_only: bool = False) -> CowLayer:
+    """``cwd`` under copy-on-write (changes in memory), with the repository policy when ``cwd``
+    holds a git repository (a ``.git`` directory). ``mountd run`` serves this; its lower is
+    writable so that ``--apply`` can write the changes back."""
+    path = Path(os.path.abspath(cwd))
+    policy = "repository" if (path / ".git").is_dir() else None
+    return CowLayer(DirLayer(path, read_only=read_only), None, policy)
 
 
 def build(layer: Layer) -> vfs.FileSystem:
@@ -363,7 +415,10 @@ def build(layer: Layer) -> vfs.FileSystem:
     if isinstance(layer, TempLayer):
         return vfs.temp_fs(dict(layer.files))
     if isinstance(layer, DirLayer):
-        return vfs.dir_fs(layer.path, read_only=layer.read_only)
+        return _with_policy(vfs.dir_fs(layer.path, read_only=layer.read_only), layer.policy)
+    if isinstance(layer, CowLayer):
+        upper = None if layer.upper is None else build(layer.upper)
+        return _with_policy(cow_fs(build(layer.lower), upper), layer.policy)
     if isinstance(layer, EmptyLayer):
         return vfs.empty_fs()
     if isinstance(layer, UnionLayer):
@@ -371,6 +426,12 @@ def build(layer: Layer) -> vfs.FileSystem:
     if isinstance(layer, OverlayLayer):
         return vfs.overlay_fs([build(child) for child in layer.layers])
     return _build_host(layer)
+
+
+def _with_policy(tree: vfs.FileSystem, policy: str | None) -> vfs.FileSystem:
+    if policy is None:
+        return tree
+    return policy_fs(tree, repository_policy())
 
 
 def _build_host(layer: HostLayer) -> vfs.FileSystem:
@@ -384,7 +445,18 @@ def describe(layer: Layer) -> str:
         count = len(layer.files)
         return "temp" + (f" ({count} file{'s' if count != 1 else ''})" if count else "")
     if isinstance(layer, DirLayer):
-        return f"dir {layer.path}" + (" (read-only)" if layer.read_only else "")
+        return (
+            f"dir {layer.path}"
+            + (" (read-only)" if layer.read_only else "")
+            + (f" with the {layer.policy} policy" if layer.policy else "")
+        )
+    if isinstance(layer, CowLayer):
+        inner = describe(layer.lower)
+        if layer.upper is not None:
+            inner += f" under {describe(layer.upper)}"
+        if layer.policy:
+            inner += f"; {layer.policy} policy"
+        return f"cow({inner})"
     if isinstance(layer, EmptyLayer):
         return "empty"
     if isinstance(layer, UnionLayer):

@@ -30,6 +30,7 @@ from dataclasses import dataclass, replace
 from typing import Any, NoReturn
 
 import vfs
+from vfs._audit import AuditLog, audited_fs
 from vfs.turns import TurnRoot, turn_root
 
 if sys.version_info < (3, 11):  # pragma: no cover - trio brings the backport on 3.10
@@ -47,7 +48,9 @@ DESCRIPTION = """\
 Serve a vfs tree as a real Linux FUSE mount, so unmodified tools (git, rg, python, tar, sqlite)
 run against an actual path.
 
-  mountd mount ./mnt                   the current directory read-only, with a writable /tmp
+  mountd mount ./mnt                   the current directory under copy-on-write, with a /tmp
+  mountd run -- make test              run a command in a sandbox whose / is that tree, then
+                                       show what it changed (--diff, --apply: see `run --help`)
   mountd mount spec.toml ./mnt         the tree described by a TOML spec (see docs/spec.md)
   mountd mount --daemon spec.toml ./mnt   the same in the background; returns once it is live
   mountd status                        what is mounted, by whom, and how busy it is
@@ -60,15 +63,20 @@ Mount a vfs tree at MOUNTPOINT and serve it until interrupted (Ctrl-C, SIGTERM o
 cleanly and exit 0) or until `mountd unmount MOUNTPOINT`.
 
 What is served:
-  no SPEC        the current directory, read-only, at /, with a writable in-memory /tmp
-                 that is the agent's per-turn scratch (`mountd turn begin|end`)
+  no SPEC        the current directory under copy-on-write at / (writes are kept in memory,
+                 the directory is never written; a git repository gets the repository
+                 policy: .git/hooks and .git/config are read-only), with a
+                 writable in-memory /tmp that is the agent's per-turn scratch
+                 (`mountd turn begin|end`)
   SPEC           a TOML file describing the tree (layers: temp, dir, empty, union, overlay,
-                 host; see docs/spec.md); checked completely before anything is mounted
+                 host, cow; see docs/spec.md); checked completely before anything is mounted
   --factory      a Python function returning a vfs.FileSystem (sync or async, no arguments),
                  imported as package.module:function with the current directory on sys.path
 
 --turns gives a SPEC or --factory tree the same per-turn /tmp (it shadows the tree's own /tmp).
 MOUNTPOINT is created if missing. A dead mount left there by a killed mountd is cleared first.
+Every change made through the mount, and every access a policy denied, is appended to an audit
+log (JSON lines): --audit FILE, or <state dir>/<key>.audit.jsonl next to the daemon's state.
 """
 
 EPILOG = "Exit status: 0 success, 1 runtime failure, 2 usage or spec error."
@@ -207,8 +215,17 @@ def _parser() -> argparse.ArgumentParser:
         help="serve /tmp as a per-turn scratch that `mountd turn end` empties (the default "
         "mount always does)",
     )
+    mount.add_argument(
+        "--audit",
+        metavar="FILE",
+        help="append the audit log (changes and denied accesses, JSON lines) to FILE",
+    )
     mount.add_argument("--ready-fd", type=int, help=argparse.SUPPRESS)
     mount.set_defaults(run=_mount)
+
+    from ._run import add_run_parser
+
+    add_run_parser(commands, EPILOG, _run)
 
     unmount = commands.add_parser(
         "unmount",
@@ -297,7 +314,7 @@ def _source(spec_arg: str | None, factory: str | None) -> Source:
         return Source(os.path.abspath(spec_arg), describe(layer), lambda: build(layer))
     cwd = os.getcwd()
     layer = default_layer(cwd)
-    description = f"{cwd} read-only as its root, with a writable in-memory /tmp"
+    description = f"{cwd} under copy-on-write as its root, with a writable in-memory /tmp"
     return Source("default", description, lambda: build(layer), turns=True)
 
 
@@ -383,8 +400,12 @@ def _mount_in_foreground(args: argparse.Namespace, mountpoint: str, source: Sour
 
     async def run() -> int:
         fs = await _make_tree(source)
+        audit = _audit_log(args.audit, mountpoint)
+        if not isinstance(fs, TurnRoot):  # (a factory's TurnRoot is served as it is)
+            fs = audited_fs(fs, audit)
         if source.turns and not isinstance(fs, TurnRoot):
-            fs = turn_root(fs)
+            fs = root = turn_root(fs)
+            audit.turn_source = lambda: None if root.turn is None else root.turn.number
         served = await serve_until_signalled(
             fs,
             mountpoint,
@@ -411,6 +432,27 @@ def _mount_in_foreground(args: argparse.Namespace, mountpoint: str, source: Sour
                 hint = " (this user cannot open /dev/fuse: run as root, or make it mode 0666)"
             raise Failure(f"serving {mountpoint} failed: {leaf}{hint}") from None
         raise
+
+
+def _audit_log(path: str | None, mountpoint: str) -> AuditLog:
+    if path is None:
+        registry.state_dir(create=True)
+        path = str(registry.state_dir() / f"{registry.state_key(mountpoint)}.audit.jsonl")
+    try:
+        return AuditLog(path)
+    except OSError as error:
+        raise Failure(f"cannot open the audit log {path}: {error.strerror}") from None
+
+
+def _run(args: argparse.Namespace) -> int:
+    from . import _run as sandbox
+
+    try:
+        return sandbox.command(args)
+    except sandbox.RunUsageError as error:
+        raise UsageError(str(error)) from None
+    except sandbox.RunFailure as error:
+        raise Failure(str(error)) from None
 
 
 def _only_leaf(error: BaseException) -> BaseException:
@@ -454,6 +496,8 @@ def _mount_in_background(
     ]
     if args.factory:
         child_args += ["--factory", args.factory]
+    if args.audit:
+        child_args += ["--audit", os.path.abspath(args.audit)]
     child_args += ["--", *([os.path.abspath(spec_arg)] if spec_arg is not None else []), mountpoint]
     launched = launch(child_args, mountpoint, args.ready_timeout)
     if not launched.ok:

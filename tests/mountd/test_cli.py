@@ -150,7 +150,7 @@ def test_malformed_spec_fails_before_mounting(
         2,
         "",
         'mountd: spec.toml: root.mounts."/tmp".type: unknown layer type "tmpp" (expected one of:'
-        ' temp, dir, empty, union, overlay, host; did you mean "temp"?)\n',
+        ' temp, dir, empty, union, overlay, host, cow; did you mean "temp"?)\n',
     )
     assert not mnt.exists()  # nothing touched, nothing mounted
     assert mounted_here(mnt) is None
@@ -262,16 +262,21 @@ def test_daemon_mount_status_unmount(project: Path, mnt: Path) -> None:
 
 
 @pytest.mark.mount
-def test_default_root_is_cwd_read_only_with_writable_tmp(project: Path, mnt: Path) -> None:
+def test_default_root_is_cwd_under_copy_on_write_with_writable_tmp(
+    project: Path, mnt: Path
+) -> None:
     started = mountd("mount", "--daemon", str(mnt), cwd=project / "src")
     assert started.returncode == 0, started.stdout + started.stderr
     assert started.stdout.startswith(
-        f"mountd: {mnt} is live: {project}/src read-only as its root, with a writable in-memory /tmp (pid "
+        f"mountd: {mnt} is live: {project}/src under copy-on-write as its root, with a writable"
+        " in-memory /tmp (pid "
     )
     assert (mnt / "hello.txt").read_text() == "hello from the host\n"
-    with pytest.raises(OSError) as error:
-        (mnt / "new.txt").write_text("nope")
-    assert error.value.errno == errno.EROFS
+    (mnt / "new.txt").write_text("in the copy")  # the directory itself is never written
+    (mnt / "hello.txt").write_text("changed in the copy")
+    assert (mnt / "new.txt").read_text() == "in the copy"
+    assert not (project / "src" / "new.txt").exists()
+    assert (project / "src" / "hello.txt").read_text() == "hello from the host\n"
     (mnt / "tmp" / "scratch.txt").write_text("scratch")
     assert (mnt / "tmp" / "scratch.txt").read_text() == "scratch"
     assert not (project / "src" / "tmp").exists()

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 import vfs
 from mountd._spec import (
+    CowLayer,
     DirLayer,
     EmptyLayer,
     HostLayer,
@@ -145,10 +146,23 @@ def test_nesting_to_any_depth(tree: Path) -> None:
     assert describe(layer) == "overlay(union(/a = overlay(union(/b = temp (1 file)))), empty)"
 
 
-def test_default_layer_is_the_cwd_read_only_with_a_temp_tmp(tmp_path: Path) -> None:
+def test_default_layer_is_the_cwd_under_copy_on_write_with_a_temp_tmp(tmp_path: Path) -> None:
     layer = default_layer(tmp_path)
-    assert layer == UnionLayer((("/", DirLayer(tmp_path, read_only=True)), ("/tmp", TempLayer())))
-    assert describe(layer) == f"union(/ = dir {tmp_path} (read-only), /tmp = temp)"
+    assert layer == UnionLayer(
+        (("/", CowLayer(DirLayer(tmp_path, read_only=True))), ("/tmp", TempLayer()))
+    )
+    assert describe(layer) == f"union(/ = cow(dir {tmp_path} (read-only)), /tmp = temp)"
+    (tmp_path / ".git").mkdir()  # a git repository gets the repository policy
+    layer = default_layer(tmp_path)
+    assert layer == UnionLayer(
+        (
+            ("/", CowLayer(DirLayer(tmp_path, read_only=True), None, "repository")),
+            ("/tmp", TempLayer()),
+        )
+    )
+    assert describe(layer) == (
+        f"union(/ = cow(dir {tmp_path} (read-only); repository policy), /tmp = temp)"
+    )
 
 
 # --- building: the tree behaves as the spec says ------------------------------------------------
@@ -257,13 +271,14 @@ def test_built_nested_union_inside_overlay(tree: Path) -> None:
 def test_built_default_root(tmp_path: Path) -> None:
     (tmp_path / "project.txt").write_text("mine")
     built = build_tree(default_layer(tmp_path))
-    assert built.description == f"union(/ = dir {tmp_path} (read-only), /tmp = temp)"
-    fs = built.fs
+    assert built.description == f"union(/ = cow(dir {tmp_path} (read-only)), /tmp = temp)"
 
     async def check() -> None:
+        fs = build_tree(default_layer(tmp_path)).fs  # a fresh copy for each backend
         assert await fs.read("/project.txt") == "mine"
-        with pytest.raises(vfs.ReadOnlyMountError):
-            await fs.write("/project.txt", "changed")
+        await fs.write("/project.txt", "changed")  # in the copy, not in the directory
+        assert await fs.read("/project.txt") == "changed"
+        assert (tmp_path / "project.txt").read_text() == "mine"
         await fs.write("/tmp/t.txt", "scratch")
         assert await fs.read("/tmp/t.txt") == "scratch"
         assert not (tmp_path / "tmp").exists()
@@ -276,19 +291,19 @@ def test_built_default_root(tmp_path: Path) -> None:
 ERRORS = [
     pytest.param(
         '[root]\ntype = "tmpp"\n',
-        'root.type: unknown layer type "tmpp" (expected one of: temp, dir, empty, union, overlay, host;'
+        'root.type: unknown layer type "tmpp" (expected one of: temp, dir, empty, union, overlay, host, cow;'
         ' did you mean "temp"?)',
         id="unknown-type",
     ),
     pytest.param(
         '[root]\ntype = "union"\n[root.mounts."/tmp"]\ntype = "tmpp"\n',
         'root.mounts."/tmp".type: unknown layer type "tmpp" (expected one of: temp, dir, empty, union,'
-        ' overlay, host; did you mean "temp"?)',
+        ' overlay, host, cow; did you mean "temp"?)',
         id="unknown-type-nested",
     ),
     pytest.param(
         '[root]\ntype = "zzz"\n',
-        'root.type: unknown layer type "zzz" (expected one of: temp, dir, empty, union, overlay, host)',
+        'root.type: unknown layer type "zzz" (expected one of: temp, dir, empty, union, overlay, host, cow)',
         id="unknown-type-no-hint",
     ),
     pytest.param(
@@ -298,7 +313,7 @@ ERRORS = [
     ),
     pytest.param(
         '[root]\npath = "."\n',
-        'root: missing key "type" (expected one of: temp, dir, empty, union, overlay, host)',
+        'root: missing key "type" (expected one of: temp, dir, empty, union, overlay, host, cow)',
         id="missing-type",
     ),
     pytest.param(

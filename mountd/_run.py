@@ -1,0 +1,556 @@
+"""``mountd run``: one command in a bubblewrap sandbox whose root is a mounted tree.
+
+Theory of operation
+-------------------
+1. *Before anything is mounted*: the tree is built (a spec, or :func:`mountd._spec.cow_layer` of
+   the current directory: copy-on-write, in memory, with the repository policy when it holds a
+   git repository), ``bwrap`` is found, and the tree's root is checked for names the sandbox
+   covers (``/usr``, ``/etc``, ``/bin``, ...): a tree holding one is refused (exit 2), because
+   the host's would hide it inside the sandbox. When the root holds ``/.git`` and the tree has no
+   policy of its own at the top, the repository policy wraps it (``vfs._policy``). Every change and
+   every denial is recorded in an :class:`vfs._audit.AuditLog` (in memory, and appended to
+   ``--audit FILE``). The trio signal receiver is opened before the mount exists.
+2. The tree, fronted by :class:`mountd._sandbox.SandboxRoot` (which answers the mount points
+   bubblewrap needs, so it never writes them into the tree), is mounted in this process on a
+   private directory under the state directory (``mountd.mounted``; the event loop serves the
+   mount and never touches it).
+3. ``bwrap`` runs the command with the mount at ``/`` (see :func:`bwrap_argv`): host ``/usr``,
+   ``/bin``, ``/lib*``, ``/sbin`` read-only as the host lays them out, a minimal read-only
+   ``/etc`` (:data:`ETC_ENTRIES` that exist on the host, on a tmpfs), fresh ``/proc`` and ``/dev``,
+   ``/tmp`` from the tree or a tmpfs, new IPC/PID/UTS (and, without ``--net``, network)
+   namespaces, no capabilities, ``--die-with-parent``. ``HOME`` is ``/tmp``; the caller's global
+   git config (identity) is bound read-only and named by ``GIT_CONFIG_GLOBAL``. SIGINT, SIGTERM
+   and SIGHUP received meanwhile are passed on to bwrap.
+4. When the command has exited (its PID namespace, and so every process it started, is gone),
+   the tree is unmounted and then read through its API: the change summary of every
+   copy-on-write layer goes to stderr (git's own files under ``/.git`` counted on one line),
+   ``--diff`` prints the diff of everything outside ``/.git`` to stdout, and ``--apply`` writes
+   the changes back if the command succeeded. Apply never writes what the repository policy
+   protects (``.git/hooks``, ``.git/config``), nor anything the run's policy did not let the
+   command write; a conflict (the host changed meanwhile) writes nothing and exits 1.
+
+The exit status is the command's (1 for a failed apply, 2 for a usage error, 127 when the command
+could not start).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import shutil
+import signal
+import sys
+import tempfile
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import trio
+
+import vfs
+from vfs._audit import AuditLog, audited_fs
+from vfs._cow import CowFileSystem
+from vfs._cow_changes import select
+from vfs._cow_meta import CowConflictError, TreeChange
+from vfs._paths import ROOT, add_prefix, is_under
+from vfs._policy import Policy, PolicyFileSystem, policy_fs, repository_policy
+from vfs._union import UnionFileSystem
+
+from . import MountOptions, mounted
+from . import _registry as registry
+from ._sandbox import SystemEntry, conflicts, host_layout, sandbox_root
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+GIT_DIR = "/.git"
+
+# What a minimal /etc holds (those the host has): users, name resolution, TLS roots, the dynamic
+# linker's cache, Debian's alternatives (/usr/bin/awk and friends point there), time zone,
+# system-wide git/shell/python settings. Not: shadow, ssh keys, sudoers, credentials.
+ETC_ENTRIES = (
+    "alternatives",
+    "bash.bashrc",
+    "ca-certificates",
+    "ca-certificates.conf",
+    "crypto-policies",
+    "debian_version",
+    "environment",
+    "gai.conf",
+    "gitconfig",
+    "group",
+    "host.conf",
+    "hostname",
+    "hosts",
+    "inputrc",
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "locale.alias",
+    "locale.conf",
+    "localtime",
+    "login.defs",
+    "magic",
+    "magic.mime",
+    "mime.types",
+    "networks",
+    "nsswitch.conf",
+    "os-release",
+    "passwd",
+    "perl",
+    "pki",
+    "profile",
+    "protocols",
+    "python3",
+    "resolv.conf",
+    "services",
+    "shells",
+    "ssl",
+    "terminfo",
+    "timezone",
+)
+GIT_GLOBAL_IN_SANDBOX = "/etc/agentroot/gitconfig"
+
+
+class RunUsageError(Exception):
+    """The run cannot start as asked (exit 2)."""
+
+
+class RunFailure(Exception):
+    """The run failed outside the command (exit 1)."""
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """What ``mountd run`` was asked to do."""
+
+    tree: vfs.FileSystem
+    description: str
+    command: tuple[str, ...]
+    apply: bool = False
+    diff: bool = False
+    net: bool = False
+    audit: str | None = None
+    cwd: str = ROOT  # the command's directory inside the sandbox
+
+
+@dataclass(frozen=True)
+class CowAt:
+    """A copy-on-write layer found in the served tree, and the prefix it is mounted at."""
+
+    prefix: str
+    cow: CowFileSystem
+
+
+def find_cows(tree: object, prefix: str = ROOT) -> list[CowAt]:
+    """The copy-on-write layers inside a composition of known wrappers, with their prefixes."""
+    if isinstance(tree, CowFileSystem):
+        return [CowAt(prefix, tree)]
+    if isinstance(tree, UnionFileSystem):
+        found = []
+        for mount, child in tree.mounts.items():
+            found += find_cows(child, add_prefix(mount, prefix) if mount != ROOT else prefix)
+        return found
+    inner = getattr(tree, "tree", None)
+    if inner is not None and inner is not tree:
+        return find_cows(inner, prefix)
+    return []
+
+
+def bwrap_path() -> str:
+    found = shutil.which("bwrap")
+    if found is None:
+        raise RunFailure("bwrap (bubblewrap) is not installed: apt-get install bubblewrap")
+    return found
+
+
+def bwrap_argv(
+    bwrap: str,
+    mountpoint: str,
+    entries: Sequence[SystemEntry],
+    command: Sequence[str],
+    *,
+    net: bool,
+    cwd: str,
+    git_global: str | None,
+) -> list[str]:
+    """The bubblewrap command line (see the module docstring)."""
+    argv = [bwrap, "--bind", mountpoint, "/"]
+    for entry in entries:
+        where = "/" + entry.name
+        if entry.fill == "ro-bind":
+            argv += ["--ro-bind", where, where]
+        elif entry.fill == "proc":
+            argv += ["--proc", where]
+        elif entry.fill == "dev":
+            argv += ["--dev", where]
+        elif entry.fill == "tmpfs":
+            argv += ["--tmpfs", where]
+        elif entry.fill == "etc":
+            argv += ["--tmpfs", where]
+            argv += _etc_binds()
+            if git_global is not None:
+                argv += ["--ro-bind", git_global, GIT_GLOBAL_IN_SANDBOX]
+            argv += ["--remount-ro", where]
+    argv += ["--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-cgroup-try"]
+    if not net:
+        argv.append("--unshare-net")
+    argv += ["--die-with-parent", "--cap-drop", "ALL", "--chdir", cwd]
+    return [*argv, "--", *command]
+
+
+def _etc_binds() -> list[str]:
+    """Binds of the host's minimal ``/etc`` entries: a link within the sandbox's reach stays a
+    link, anything else is bound (following links, so ``resolv.conf -> /run/...`` works)."""
+    argv = []
+    for name in ETC_ENTRIES:
+        host = os.path.join("/etc", name)
+        if not os.path.lexists(host):
+            continue
+        if os.path.islink(host):
+            target = os.readlink(host)
+            real = os.path.realpath(host)
+            if os.path.exists(real) and (is_under(real, "/usr") or is_under(real, "/etc")):
+                argv += ["--symlink", target, host]
+                continue
+        if os.path.exists(host):
+            argv += ["--ro-bind", host, host]
+    return argv
+
+
+def git_global_config() -> str | None:
+    """The caller's global git config file, as git finds it (``GIT_CONFIG_GLOBAL``, then
+    ``~/.gitconfig``, then ``$XDG_CONFIG_HOME/git/config``)."""
+    named = os.environ.get("GIT_CONFIG_GLOBAL")
+    if named:
+        return named if os.path.isfile(named) else None
+    home = os.path.expanduser("~")
+    xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
+    for candidate in (os.path.join(home, ".gitconfig"), os.path.join(xdg, "git", "config")):
+        if os.path.isfile(candidate):
+            return candidate
+    return None
+
+
+def sandbox_env(*, git_global: bool) -> dict[str, str]:
+    env = dict(os.environ)
+    env["HOME"] = "/tmp"
+    env["TMPDIR"] = "/tmp"
+    for name in ("PWD", "OLDPWD", "GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE"):
+        env.pop(name, None)
+    if git_global:
+        env["GIT_CONFIG_GLOBAL"] = GIT_GLOBAL_IN_SANDBOX
+    else:
+        env.pop("GIT_CONFIG_GLOBAL", None)
+    return env
+
+
+# --- running -----------------------------------------------------------------------------------
+
+
+def run(request: RunRequest) -> int:
+    """Run ``request`` (blocking: its own trio loop); return the exit status."""
+    bwrap = bwrap_path()
+    return trio.run(_run, request, bwrap)
+
+
+async def _run(request: RunRequest, bwrap: str) -> int:
+    tree = request.tree
+    view = vfs.posix_view(tree)
+    policy: Policy | None = tree.policy if isinstance(tree, PolicyFileSystem) else None
+    if policy is None and (await view.lstat(GIT_DIR)).kind == "directory":
+        policy = repository_policy()
+        tree = policy_fs(tree, policy)
+    log = AuditLog(request.audit)
+    audited = audited_fs(tree, log)
+    tmp = (await view.lstat("/tmp")).kind != "directory"
+    entries = host_layout(tmp=tmp)
+    covered = await conflicts(request.tree, [e.name for e in entries if e.name != "tmp"])
+    if covered:
+        raise RunUsageError(
+            f"the tree holds {', '.join(covered)} at its root, which the sandbox needs for the "
+            f"host's {', '.join(covered)}; serve the project below / (a spec with a union "
+            "mount) to run in it"
+        )
+    cows = find_cows(request.tree)
+    root = sandbox_root(audited, entries)
+    git_global = git_global_config()
+    registry.state_dir(create=True)
+    mountpoint = tempfile.mkdtemp(prefix="run-", dir=registry.state_dir())
+    argv = bwrap_argv(
+        bwrap,
+        mountpoint,
+        entries,
+        request.command,
+        net=request.net,
+        cwd=request.cwd,
+        git_global=git_global,
+    )
+    try:
+        with trio.open_signal_receiver(*SIGNALS) as signals:
+            async with mounted(root, mountpoint, MountOptions(fsname="agentroot-run")):
+                status = await _run_command(
+                    argv, sandbox_env(git_global=git_global is not None), signals
+                )
+    finally:
+        log.close()
+        try:
+            os.rmdir(mountpoint)
+        except OSError as error:
+            _say(f"could not remove the mountpoint {mountpoint}: {error.strerror}")
+    return await _report(request, status, cows, log, policy)
+
+
+async def _run_command(argv: list[str], env: dict[str, str], signals: AsyncIterator[int]) -> int:
+    try:
+        process = await trio.lowlevel.open_process(argv, env=env)
+    except OSError as error:
+        _say(f"cannot start bwrap: {error}")
+        return 127
+    async with trio.open_nursery() as nursery:
+
+        async def forward() -> None:
+            async for signum in signals:
+                try:
+                    process.send_signal(signum)
+                except ProcessLookupError:
+                    return
+
+        nursery.start_soon(forward)
+        status = await process.wait()
+        nursery.cancel_scope.cancel()
+    return status if status >= 0 else 128 - status
+
+
+# --- after the command -------------------------------------------------------------------------
+
+
+async def _report(
+    request: RunRequest, status: int, cows: list[CowAt], log: AuditLog, policy: Policy | None
+) -> int:
+    denied = log.denied()
+    if not cows:
+        _say(
+            f"the command exited with status {status}; the tree has no copy-on-write layer, "
+            "so its changes went straight to the tree"
+        )
+    for found in cows:
+        changes = [change async for change in found.cow.changes()]
+        _say(_summary(found.prefix, changes, status))
+        if request.diff:
+            outside = _outside_git(changes)
+            if outside:
+                text = await found.cow.diff(outside)
+                sys.stdout.write(text if not text or text.endswith("\n") else text + "\n")
+                sys.stdout.flush()
+    if denied:
+        _say(f"{len(denied)} access{'es' if len(denied) != 1 else ''} denied by policy:")
+        for entry in denied:
+            print(f"  {entry.op} {entry.path}", file=sys.stderr)
+    if request.audit:
+        _say(f"audit log: {request.audit} ({log.count} entries)")
+    if not request.apply:
+        return status
+    if status != 0:
+        _say(f"not applying the changes: the command exited with status {status}")
+        return status
+    for found in cows:
+        try:
+            applied, kept = await _apply(found, policy)
+        except CowConflictError as error:
+            _say(
+                f"nothing applied: {error} ({len(error.paths)} conflicting path(s): "
+                f"{', '.join(error.paths[:5])})"
+            )
+            return 1
+        except OSError as error:
+            _say(f"applying the changes failed: {error}")
+            return 1
+        where = _lower_name(found.cow)
+        _say(f"applied {len(applied)} change{'s' if len(applied) != 1 else ''} to {where}")
+        if kept:
+            _say(f"not applied (protected): {', '.join(kept)}")
+    return status
+
+
+def _outside_git(changes: list[TreeChange]) -> list[str]:
+    return [c.path for c in changes if not _in_git(c)]
+
+
+def _in_git(change: TreeChange) -> bool:
+    return is_under(change.path, GIT_DIR) or (
+        change.old_path is not None and is_under(change.old_path, GIT_DIR)
+    )
+
+
+CHANGE_LETTERS = {
+    "added": "A",
+    "modified": "M",
+    "deleted": "D",
+    "renamed": "R",
+    "mode_changed": "m",
+}
+
+
+def _summary(prefix: str, changes: list[TreeChange], status: int) -> str:
+    shown = [c for c in changes if not _in_git(c)]
+    git = len(changes) - len(shown)
+    where = "" if prefix == ROOT else f" at {prefix}"
+    count = f"{len(changes)} change{'s' if len(changes) != 1 else ''}"
+    lines = [f"the command exited with status {status}; {count} in the copy-on-write tree{where}"]
+    for change in shown:
+        path = add_prefix(change.path, prefix) if prefix != ROOT else change.path
+        mark = "/" if change.entry == "directory" else ""
+        line = f"  {CHANGE_LETTERS[change.kind]} {path}{mark}"
+        if change.old_path is not None:
+            old = add_prefix(change.old_path, prefix) if prefix != ROOT else change.old_path
+            line += f" (from {old}{mark})"
+        lines.append(line)
+    if git:
+        lines.append(
+            f"  {add_prefix(GIT_DIR, prefix) if prefix != ROOT else GIT_DIR}: "
+            f"{git} change{'s' if git != 1 else ''} (git's own files)"
+        )
+    return "\n".join(lines)
+
+
+def protected(change: TreeChange, prefix: str, policy: Policy | None) -> bool:
+    """Whether ``--apply`` must leave ``change`` out: the repository policy protects it (in the
+    cow's own coordinates), or the run's policy did not grant write there."""
+    repository = repository_policy()
+    directory = change.entry == "directory"
+    for path in (change.path, change.old_path):
+        if path is None:
+            continue
+        if repository.access(path, directory=directory) != "write":
+            return True
+        if policy is not None:
+            full = add_prefix(path, prefix) if prefix != ROOT else path
+            if policy.access(full, directory=directory) != "write":
+                return True
+    return False
+
+
+async def _apply(found: CowAt, policy: Policy | None) -> tuple[list[TreeChange], list[str]]:
+    """Apply every change that is not protected; return what was applied and what was kept."""
+    changes = [change async for change in found.cow.changes()]
+    keep = [c for c in changes if protected(c, found.prefix, policy)]
+    chosen = [c for c in changes if c not in keep]
+    # Applying a directory's path applies everything beneath it: leave out directories that
+    # would carry a protected change along (their entries are listed, and applied, one by one).
+    chosen = [
+        c
+        for c in chosen
+        if c.entry != "directory"
+        or not any(
+            is_under(k.path, c.path) or (k.old_path is not None and is_under(k.old_path, c.path))
+            for k in keep
+        )
+    ]
+    paths = [c.path for c in chosen]
+    if not paths:
+        return [], [c.path for c in keep]
+    assert not any(c in keep for c in select(changes, paths))
+    applied = await found.cow.apply(paths)
+    return applied, [c.path for c in keep]
+
+
+def _lower_name(cow: CowFileSystem) -> str:
+    return repr(cow.lower)
+
+
+def _say(message: str) -> None:
+    print(f"mountd run: {message}", file=sys.stderr, flush=True)
+
+
+def default_tree(cwd: str) -> tuple[vfs.FileSystem, str]:
+    """The tree ``mountd run`` serves without a spec, and its description."""
+    from ._spec import build, cow_layer, describe
+
+    layer = cow_layer(cwd)
+    return build(layer), describe(layer)
+
+
+# --- the command line ----------------------------------------------------------------------------
+
+RUN_DESCRIPTION = """\
+Run COMMAND in a bubblewrap sandbox whose / is a mounted vfs tree, then show what it changed.
+
+  mountd run -- make test                 the current directory under copy-on-write: the
+                                          command changes a copy; the directory is untouched
+  mountd run --diff -- ./agent.sh         ... and print the diff of what changed
+  mountd run --apply -- git pull --rebase ... and write the changes back if it exits 0
+  mountd run spec.toml -- sh              the tree a spec describes (see docs/spec.md)
+
+Inside: the tree at /, the command starting in /; the host's /usr, /bin, /lib*, /sbin and a
+minimal /etc read-only; fresh /proc and /dev; /tmp from the tree, else an empty tmpfs; HOME=/tmp;
+no network unless --net. A git repository at / gets the repository policy: git works in full,
+but .git/hooks and .git/config are read-only (EACCES), and --apply never writes them back.
+Afterwards the change summary goes to stderr, the diff (--diff) to stdout. The exit status is
+the command's (1 if --apply failed, 2 for a usage error).
+"""
+
+
+def add_run_parser(commands: Any, epilog: str, handler: Callable[..., int]) -> None:
+    """Add ``mountd run`` to the command line's subparsers."""
+    parser = commands.add_parser(
+        "run",
+        help="run a command in a sandbox over a copy-on-write tree; show or apply its changes",
+        description=RUN_DESCRIPTION,
+        epilog=epilog,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        usage="mountd run [options] [SPEC] -- COMMAND...",
+    )
+    _run_options(parser)
+    parser.add_argument("words", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    parser.set_defaults(run=handler, run_parser=parser)
+
+
+def _run_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--apply",
+        action="store_true",
+        help="write the changes back to the host tree if the command exits 0 (never "
+        ".git/hooks or .git/config)",
+    )
+    parser.add_argument("--diff", action="store_true", help="print the diff of the changes")
+    parser.add_argument("--net", action="store_true", help="let the command use the network")
+    parser.add_argument("--audit", metavar="FILE", help="append the audit log (JSON lines) to FILE")
+
+
+def command(args: argparse.Namespace) -> int:
+    """``mountd run``: split ``[SPEC] [options] -- COMMAND...``, build the tree, run."""
+    words = list(args.words)
+    if "--" not in words:
+        raise RunUsageError("give the command after --, e.g. `mountd run -- make test`")
+    split = words.index("--")
+    before, argv = words[:split], words[split + 1 :]
+    if not argv:
+        raise RunUsageError("no command after --")
+    spec = [word for word in before if not word.startswith("-")]
+    options = [word for word in before if word.startswith("-")]
+    if options:  # options given after SPEC
+        extra = argparse.ArgumentParser(add_help=False)
+        _run_options(extra)
+        more, unknown = extra.parse_known_args(options)
+        if unknown:
+            raise RunUsageError(f"unknown option {unknown[0]}")
+        for name in ("apply", "diff", "net"):
+            if getattr(more, name):
+                setattr(args, name, True)
+        if more.audit:
+            args.audit = more.audit
+    if len(spec) > 1:
+        raise RunUsageError(f"too many arguments before --: {' '.join(spec)} (expected [SPEC])")
+    if spec:
+        from ._spec import build, describe, load_spec
+
+        layer = load_spec(spec[0])
+        tree, description = build(layer), describe(layer)
+    else:
+        tree, description = default_tree(os.getcwd())
+    audit = None if args.audit is None else os.path.abspath(args.audit)
+    logging.basicConfig(level=logging.WARNING, format="mountd run: %(message)s")
+    request = RunRequest(
+        tree, description, tuple(argv), apply=args.apply, diff=args.diff, net=args.net, audit=audit
+    )
+    return run(request)
