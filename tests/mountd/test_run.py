@@ -1,0 +1,431 @@
+"""``mountd run`` and the pieces of a sandbox root: the repository policy through a real mount
+(git commits, a hook write gets EACCES and lands in the audit log), the root bubblewrap needs
+(system entries answered but never listed, never written), the cow layer in specs, and whole runs
+over a real git repository (the host untouched, the summary exact, ``--apply`` faithful)."""
+
+from __future__ import annotations
+
+import errno
+import functools
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import pytest
+
+import vfs
+from mountd._run import GIT_GLOBAL_IN_SANDBOX, bwrap_argv, find_cows, protected
+from mountd._sandbox import SandboxRoot, SystemEntry, conflicts, host_layout, sandbox_root
+from mountd._spec import CowLayer, DirLayer, SpecError, TempLayer, build, describe, parse_spec
+from vfs._audit import read_audit_file
+from vfs._cow import cow_fs
+from vfs._cow_meta import TreeChange
+from vfs._policy import PolicyFileSystem, repository_policy
+
+from .mounting import mount_root
+from .sandbox_trees import (
+    MANIFEST_SCRIPT,
+    git,
+    git_env,
+    git_repo,
+    manifest,
+    repository_in_memory,
+)
+
+COMMAND = [sys.executable, "-m", "mountd"]
+
+
+@pytest.fixture(autouse=True)
+def private_state(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> Path:
+    runtime = tmp_path_factory.mktemp("runtime")
+    runtime.chmod(0o700)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
+    return runtime
+
+
+def mountd_run(*args: str, cwd: Path, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*COMMAND, "run", *args],
+        cwd=cwd,
+        env=git_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+# --- the sandbox root (no mount) ---------------------------------------------------------------
+
+ENTRIES = (
+    SystemEntry("bin", "symlink", "none", "usr/bin"),
+    SystemEntry("etc", "directory", "etc"),
+    SystemEntry("proc", "directory", "proc"),
+    SystemEntry("tmp", "directory", "tmpfs"),
+    SystemEntry("usr", "directory", "ro-bind"),
+)
+
+
+@pytest.mark.parametrize("backend", ["trio", "asyncio"])
+def test_sandbox_root_answers_system_entries_but_never_lists_or_writes_them(
+    backend: str,
+) -> None:
+    async def body() -> None:
+        inner = vfs.temp_fs({"/a.txt": "a", "/src/b.py": "b"})
+        root = sandbox_root(inner, ENTRIES)
+        assert [e.path async for e in root.list("/")] == ["/a.txt", "/src"]
+        assert [e.path for e, _ in await root.list_info("/")] == ["/a.txt", "/src"]
+        assert (await root.lstat("/usr")).kind == "directory"
+        assert (await root.lstat("/bin")).kind == "symlink"
+        assert await root.readlink("/bin") == "usr/bin"
+        assert not (await root.stat("/bin")).exists  # its target is in the (empty) /usr
+        assert not (await root.lstat("/usr/bin")).exists
+        assert [e async for e in root.list("/usr")] == []
+        for call in (
+            lambda: root.mkdir("/usr/lib"),
+            lambda: root.write("/etc/passwd", "x"),
+            lambda: root.open("/tmp/x", write=True, create=True),
+            lambda: root.setattr("/usr", mode=0o700),
+        ):
+            with pytest.raises(vfs.ReadOnlyMountError):
+                await call()
+        with pytest.raises(vfs.FileExistsError):
+            await root.mkdir("/proc")
+        for call in (lambda: root.rmdir("/usr"), lambda: root.rename("/a.txt", "/usr")):
+            with pytest.raises(vfs.PathError) as caught:
+                await call()
+            assert caught.value.errno == errno.EBUSY
+        # Everything else is the tree's.
+        await root.write("/src/c.py", "c")
+        assert await inner.read("/src/c.py") == "c"
+        assert [e.path async for e in inner.list("/")] == ["/a.txt", "/src"]  # nothing added
+
+    anyio.run(body, backend=backend)
+
+
+def test_conflicts_and_host_layout() -> None:
+    async def body() -> None:
+        tree = vfs.temp_fs({"/usr/x": "mine", "/lib/y": "mine", "/a": "a"})
+        assert await conflicts(tree, ["usr", "etc", "lib", "bin"]) == ["/usr", "/lib"]
+
+    anyio.run(body, backend="trio")
+    layout = {entry.name: entry for entry in host_layout(tmp=True)}
+    assert {"usr", "etc", "proc", "dev", "tmp"} <= set(layout)
+    for name in ("bin", "lib"):
+        host = Path("/" + name)
+        if host.is_symlink():
+            assert layout[name] == SystemEntry(name, "symlink", "none", os.readlink(host))
+    assert "tmp" not in {entry.name for entry in host_layout(tmp=False)}
+
+
+def test_bwrap_argv() -> None:
+    argv = bwrap_argv(
+        "bwrap",
+        "/state/run-1",
+        ENTRIES,
+        ["sh", "-c", "x"],
+        net=False,
+        cwd="/",
+        git_global="/root/.gitconfig",
+    )
+    assert argv[:4] == ["bwrap", "--bind", "/state/run-1", "/"]
+    assert argv[-4:] == ["--", "sh", "-c", "x"]
+    joined = " ".join(argv)
+    assert "--ro-bind /usr /usr" in joined
+    assert "--proc /proc" in joined and "--tmpfs /tmp" in joined
+    assert "--tmpfs /etc" in joined and "--remount-ro /etc" in joined
+    assert f"--ro-bind /root/.gitconfig {GIT_GLOBAL_IN_SANDBOX}" in joined
+    assert "--unshare-net" in argv and "--cap-drop" in argv and "--die-with-parent" in argv
+    assert "/bin" not in argv  # a symlink answered by the sandbox root: nothing to mount
+    assert "/etc/shadow" not in joined
+    with_net = bwrap_argv("bwrap", "/m", ENTRIES, ["true"], net=True, cwd="/", git_global=None)
+    assert "--unshare-net" not in with_net
+
+
+def test_apply_leaves_out_what_the_repository_policy_protects() -> None:
+    policy = repository_policy()
+    assert protected(TreeChange("/.git/hooks/pre-commit", "added"), "/", None)
+    assert protected(TreeChange("/.git/config", "modified"), "/", None)
+    assert protected(TreeChange("/x", "renamed", "file", "/.git/config"), "/", None)
+    assert not protected(TreeChange("/.git/index", "modified"), "/", policy)
+    assert not protected(TreeChange("/src/a.py", "modified"), "/", policy)
+    # A cow mounted below / is protected in its own coordinates, and in the root's.
+    assert protected(TreeChange("/.git/config", "modified"), "/work", None)
+    from vfs._policy import as_policy
+
+    root_policy = as_policy([("/work/secret/", "read")])
+    assert protected(TreeChange("/secret/a", "added"), "/work", root_policy)
+
+
+def test_find_cows_through_wrappers() -> None:
+    lower = vfs.temp_fs({"/a": "a"})
+    cow = cow_fs(lower)
+    other = cow_fs(vfs.temp_fs())
+    tree = vfs.union_fs({"/": build(TempLayer()), "/work": cow, "/work/deep": other})
+    wrapped = SandboxRoot(tree, ENTRIES)
+    found = [(c.prefix, c.cow) for c in find_cows(wrapped)]
+    assert found == [("/work", cow), ("/work/deep", other)]
+    assert find_cows(vfs.temp_fs()) == []
+
+
+# --- the cow layer in specs --------------------------------------------------------------------
+
+
+def test_spec_cow_layer(tmp_path: Path) -> None:
+    text = """
+    [root]
+    type = "cow"
+    policy = "repository"
+    lower = { type = "dir", path = ".", read_only = true }
+    upper = { type = "temp" }
+    """
+    layer = parse_spec(text, file="s.toml", base_dir=tmp_path)
+    assert layer == CowLayer(DirLayer(tmp_path, read_only=True), TempLayer(), "repository")
+    assert describe(layer) == f"cow(dir {tmp_path} (read-only) under temp; repository policy)"
+    tree = build(layer)
+    assert isinstance(tree, PolicyFileSystem)
+    assert find_cows(tree)[0].prefix == "/"
+    assert parse_spec(
+        '[root]\ntype = "dir"\npath = "."\npolicy = "repository"\n',
+        file="s.toml",
+        base_dir=tmp_path,
+    ) == DirLayer(tmp_path, False, "repository")
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('[root]\ntype = "cow"\n', 's.toml: root: missing key "lower" for a "cow" layer'),
+        (
+            '[root]\ntype = "cow"\nlower = { type = "temp" }\npolicy = "strict"\n',
+            's.toml: root.policy: unknown policy "strict" (expected one of: repository)',
+        ),
+        (
+            '[root]\ntype = "cow"\nlower = { type = "temp" }\npolicy = 1\n',
+            "s.toml: root.policy: expected a string, got integer 1",
+        ),
+        (
+            '[root]\ntype = "cow"\nlower = { type = "tmpp" }\n',
+            's.toml: root.lower.type: unknown layer type "tmpp" (expected one of: temp, dir, '
+            'empty, union, overlay, host, cow; did you mean "temp"?)',
+        ),
+        (
+            '[root]\ntype = "cow"\nlower = { type = "temp" }\nuper = { type = "temp" }\n',
+            's.toml: root.uper: unknown key for a "cow" layer (did you mean "upper"?)',
+        ),
+    ],
+)
+def test_spec_cow_layer_errors(text: str, message: str, tmp_path: Path) -> None:
+    with pytest.raises(SpecError) as caught:
+        parse_spec(text, file="s.toml", base_dir=tmp_path)
+    assert str(caught.value) == message
+
+
+# --- the repository policy through a real mount ------------------------------------------------
+
+
+@pytest.mark.mount
+def test_git_commits_through_the_policy_while_a_hook_write_is_refused(tmp_path: Path) -> None:
+    host = tmp_path / "host"
+    host.mkdir()
+    git(host, "init", "-q", "-b", "main")
+    (host / "a.txt").write_text("a\n")
+    git(host, "add", "-A")
+    git(host, "commit", "-q", "-m", "first")
+    audit = tmp_path / "audit.jsonl"
+    build_tree = functools.partial(repository_in_memory, str(host), str(audit))
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    with mount_root(build_tree, mnt) as root:
+        (root / "b.txt").write_text("b\n")
+        git(root, "add", "-A")
+        git(root, "commit", "-q", "-m", "through the mount")
+        assert git(root, "log", "--format=%s") == "through the mount\nfirst\n"
+        assert git(root, "status", "--porcelain") == ""
+        for path in (root / ".git" / "hooks" / "pre-commit", root / ".git" / "config"):
+            with pytest.raises(PermissionError) as caught:
+                path.write_text("#!/bin/sh\necho pwned\n")
+            assert caught.value.errno == errno.EACCES
+        with pytest.raises(PermissionError):
+            os.rename(root / ".git" / "hooks", root / "hooks")
+        failed = subprocess.run(
+            ["git", "config", "core.hooksPath", "/tmp"],
+            cwd=root,
+            env=git_env(),
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert failed.returncode != 0
+        assert "Permission denied" in failed.stderr
+        assert not (root / ".git" / "hooks" / "pre-commit").exists()
+    entries = read_audit_file(audit)
+    denied = [(e.op, e.path) for e in entries if e.result == "denied"]
+    assert ("open", "/.git/hooks/pre-commit") in denied
+    assert ("open", "/.git/config") in denied
+    assert ("rename", "/.git/hooks") in denied
+    assert ("rename", "/.git/config.lock") in denied  # git config: lock, then rename over
+    assert any(e.op == "rename" and e.dest == "/.git/index" and e.result == "ok" for e in entries)
+    # The host repository is another tree: untouched.
+    assert git(host, "log", "--format=%s") == "first\n"
+
+
+# --- whole runs ----------------------------------------------------------------------------------
+
+AGENT = f"""
+set -e
+echo "edited by the agent" >> README.md
+sed -i 's/VALUE = 101/VALUE = 1/' src/pkg1/mod1.py
+mv docs guide
+rm src/pkg2/mod3.py src/pkg2/mod4.py
+printf 'print("new")\\n' > src/pkg1/new.py
+chmod +x src/pkg1/new.py
+if echo pwned > .git/hooks/pre-commit; then echo "hook written" >&2; exit 9; fi
+git add -A
+git commit -q -m "agent change"
+sed -i 's/102/2/' tests/test_values.py
+git commit -q -am "fix the test"
+sh scripts/run-tests.sh >&2
+python3 -c '{MANIFEST_SCRIPT}'
+"""
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Iterator[Path]:
+    yield git_repo(tmp_path / "repo")
+
+
+EXPECTED_CHANGES = [
+    "  M /README.md",
+    "  R /guide/ (from /docs/)",
+    *(f"  R /guide/{name}.md (from /docs/{name}.md)" for name in "abcdefghij"),
+    "  M /src/pkg1/mod1.py",
+    "  A /src/pkg1/new.py",
+    "  D /src/pkg2/mod3.py",
+    "  D /src/pkg2/mod4.py",
+    "  M /tests/test_values.py",
+]
+
+
+def check_summary(stderr: str) -> None:
+    """The denial as it happened, then the summary: every change outside .git, exactly."""
+    lines = stderr.splitlines()
+    assert lines[0] == "mountd run: policy denied open /.git/hooks/pre-commit (access read)"
+    start = next(i for i, line in enumerate(lines) if line.startswith("mountd run: the command"))
+    summary = lines[start:]
+    head = re.fullmatch(
+        r"mountd run: the command exited with status 0; (\d+) changes in the copy-on-write tree",
+        summary[0],
+    )
+    assert head is not None, stderr
+    count = len(EXPECTED_CHANGES)
+    assert summary[1 : 1 + count] == EXPECTED_CHANGES
+    git_line = re.fullmatch(r"  /\.git: (\d+) changes \(git's own files\)", summary[1 + count])
+    assert git_line is not None, stderr
+    assert int(head[1]) == count + int(git_line[1])
+    assert summary[2 + count :] == [
+        "mountd run: 1 access denied by policy:",
+        "  open /.git/hooks/pre-commit",
+    ]
+
+
+@pytest.mark.mount
+def test_run_leaves_the_host_repository_byte_identical(repo: Path) -> None:
+    before = manifest(repo)
+    done = mountd_run("--", "sh", "-c", AGENT, cwd=repo)
+    assert done.returncode == 0, done.stderr
+    assert manifest(repo) == before  # every file, .git included, byte for byte
+    seen = json.loads(done.stdout)
+    assert seen["/README.md"] != before["/README.md"]
+    assert "/docs" not in seen and "/guide/a.md" in seen
+    assert "/usr" not in seen and "/proc" not in seen and "/tmp" not in seen  # never listed
+    assert seen["/.git/hooks/pre-commit.sample"] == before["/.git/hooks/pre-commit.sample"]
+    assert "/.git/hooks/pre-commit" not in seen
+    check_summary(done.stderr)
+
+
+@pytest.mark.mount
+def test_run_apply_makes_the_host_what_the_agent_saw(repo: Path) -> None:
+    done = mountd_run("--apply", "--diff", "--", "sh", "-c", AGENT, cwd=repo)
+    assert done.returncode == 0, done.stderr
+    manifest_text, _, diff = done.stdout.partition("}")
+    seen = json.loads(manifest_text + "}")
+    assert manifest(repo) == seen
+    assert git(repo, "log", "--format=%s") == "fix the test\nagent change\ninitial\n"
+    assert git(repo, "status", "--porcelain") == ""
+    git(repo, "fsck", "--strict")
+    assert "diff --git a/README.md b/README.md\n" in diff
+    assert "rename from docs/a.md\nrename to guide/a.md\n" in diff
+    assert "-VALUE = 101\n+VALUE = 1\n" in diff
+    assert "deleted file mode 100644\n" in diff
+    assert "new file mode 100755\n" in diff
+    assert ".git/" not in diff
+    assert re.search(r"mountd run: applied \d+ changes to dir_fs\(", done.stderr)
+
+
+@pytest.mark.mount
+def test_run_failed_command_status_and_no_apply(repo: Path) -> None:
+    before = manifest(repo)
+    done = mountd_run("--apply", "--", "sh", "-c", "echo new > new.txt; exit 3", cwd=repo)
+    assert done.returncode == 3
+    assert "  A /new.txt" in done.stderr
+    assert "not applying the changes: the command exited with status 3" in done.stderr
+    assert manifest(repo) == before
+
+
+@pytest.mark.mount
+def test_run_apply_conflict_writes_nothing(repo: Path, tmp_path: Path) -> None:
+    """The host file changes while the copy holds an edit of it: apply refuses, whole."""
+    spec = tmp_path / "spec.toml"
+    spec.write_text(
+        f'[root]\ntype = "union"\n[root.mounts."/"]\ntype = "cow"\n'
+        f'lower = {{ type = "dir", path = "{repo}" }}\n'
+        f'[root.mounts."/host"]\ntype = "dir"\npath = "{repo}"\n'
+    )
+    before = manifest(repo)
+    done = mountd_run(
+        str(spec),
+        "--apply",
+        "--",
+        "sh",
+        "-c",
+        "echo copy >> README.md; echo new > new.txt; echo host >> /host/README.md",
+        cwd=tmp_path,
+    )
+    assert done.returncode == 1, done.stderr
+    assert "mountd run: nothing applied: conflict: /README.md changed in the lower tree" in (
+        done.stderr
+    )
+    after = manifest(repo)
+    assert not (repo / "new.txt").exists()
+    assert (repo / "README.md").read_text() == "# project\nhost\n"
+    assert {k: v for k, v in after.items() if k != "/README.md"} == {
+        k: v for k, v in before.items() if k != "/README.md"
+    }
+
+
+@pytest.mark.mount
+def test_run_refuses_a_tree_that_holds_system_names(tmp_path: Path) -> None:
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "tool").write_text("#!/bin/sh\n")
+    done = mountd_run("--", "true", cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stderr.startswith("mountd: the tree holds /bin at its root")
+
+
+def test_run_usage_errors(tmp_path: Path) -> None:
+    done = mountd_run("echo", cwd=tmp_path)
+    assert (done.returncode, done.stderr) == (
+        2,
+        "mountd: give the command after --, e.g. `mountd run -- make test`\n",
+    )
+    done = mountd_run("a.toml", "b.toml", "--", "true", cwd=tmp_path)
+    assert done.returncode == 2
+    assert "too many arguments before --: a.toml b.toml" in done.stderr
