@@ -429,3 +429,43 @@ def test_run_usage_errors(tmp_path: Path) -> None:
     done = mountd_run("a.toml", "b.toml", "--", "true", cwd=tmp_path)
     assert done.returncode == 2
     assert "too many arguments before --: a.toml b.toml" in done.stderr
+
+
+# --- the daemon's audit log ------------------------------------------------------------------------
+
+
+@pytest.mark.mount
+def test_default_mount_audits_changes_and_denials_with_turn_numbers(
+    repo: Path, tmp_path: Path, private_state: Path
+) -> None:
+    from mountd import _registry as registry
+
+    mnt = tmp_path / "mnt"
+
+    def mountd(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*COMMAND, *args], cwd=repo, capture_output=True, text=True, timeout=40, check=False
+        )
+
+    started = mountd("mount", "--daemon", str(mnt))
+    assert started.returncode == 0, started.stdout + started.stderr
+    assert "under copy-on-write" in started.stdout
+    try:
+        (mnt / "before.txt").write_text("no turn yet\n")
+        assert mountd("turn", "begin", str(mnt)).returncode == 0
+        (mnt / "README.md").write_text("changed in turn 1\n")
+        with pytest.raises(PermissionError) as caught:
+            (mnt / ".git" / "hooks" / "pre-commit").write_text("#!/bin/sh\n")
+        assert caught.value.errno == errno.EACCES
+        (mnt / "tmp" / "scratch.txt").write_text("scratch is not audited\n")
+        assert mountd("turn", "end", str(mnt)).returncode == 0
+    finally:
+        assert mountd("unmount", str(mnt)).returncode == 0
+    assert (repo / "README.md").read_text() == "# project\n"  # copy-on-write: host untouched
+    key = registry.state_key(registry.canonical(mnt))
+    entries = read_audit_file(private_state / "agentroot-mountd" / f"{key}.audit.jsonl")
+    rows = [(e.op, e.path, e.result, e.turn) for e in entries]
+    assert ("open", "/before.txt", "ok", None) in rows
+    assert ("open", "/README.md", "ok", 1) in rows
+    assert ("open", "/.git/hooks/pre-commit", "denied", 1) in rows
+    assert not [row for row in rows if row[1].startswith("/tmp")]
