@@ -237,7 +237,7 @@ class PolicyFileSystem:
         self._view = posix_view(tree)
         self.policy = policy
         self.buffers_writes = buffers_writes(self._view)
-        self._access: dict[tuple[str, bool], Access] = {}
+        self._access: dict[str, tuple[Access, Access]] = {}
         # Directories known to hold no symlink in their path; None: resolve in full every time.
         self._known: set[str] | None = None
         if isinstance(self._view, Watchable):
@@ -255,22 +255,39 @@ class PolicyFileSystem:
 
     def access(self, path: str, *, directory: bool = False) -> Access:
         """The access the policy grants at ``path`` (no symlink resolution), memoized."""
-        key = (path, directory)
-        found = self._access.get(key)
+        return self._grants(path)[directory]
+
+    def _grants(self, path: str) -> tuple[Access, Access]:
+        """What ``path`` gets as a file and as a directory."""
+        found = self._access.get(path)
         if found is not None:
             return found
+        policy = self.policy
         if path == ROOT:
-            granted = self.policy.own_access(ROOT)
+            granted = policy.own_access(ROOT)
+            pair = (granted, granted)
         else:
             parent = parent_path(path)
-            if parent != ROOT and self.access(parent, directory=True) == "none":
-                granted = "none"
+            if parent != ROOT and self._grants(parent)[1] == "none":
+                pair = ("none", "none")
             else:
-                granted = self.policy.own_access(path, directory=directory)
+                pair = (policy.own_access(path), policy.own_access(path, directory=True))
         if len(self._access) >= _CACHE_SIZE:
             self._access.clear()
-        self._access[key] = granted
-        return granted
+        self._access[path] = pair
+        return pair
+
+    def _plainly_visible(self, path: str) -> bool:
+        """Whether ``path`` may be seen, decided without I/O (the mount's common case: the
+        parent is a known real directory and the path was judged before)."""
+        known = self._known
+        if not known:
+            return False
+        parent = path[: path.rfind("/")] or ROOT
+        if parent != ROOT and parent not in known:
+            return False
+        pair = self._access.get(path)
+        return pair is not None and "none" not in pair
 
     def _forget(self, change: Change) -> None:
         known = self._known
@@ -501,7 +518,8 @@ class PolicyFileSystem:
 
     async def lstat(self, path: str) -> FileInfo:
         path = normalize_path(path)
-        await self._visible("lstat", path, follow=False)
+        if not self._plainly_visible(path):
+            await self._visible("lstat", path, follow=False)
         return await self._view.lstat(path)
 
     async def open(
