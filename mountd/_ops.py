@@ -63,7 +63,7 @@ import pyfuse3
 
 from vfs import FileInfo, OpenFile, PosixFileSystem, change_origin
 from vfs._capabilities import buffers_writes, list_info_of
-from vfs._paths import NAME_MAX, base_name, join_path
+from vfs._paths import NAME_MAX, ROOT, join_path
 
 from ._attrs import BLOCK_SIZE, AttrPolicy
 from ._errno import errno_for
@@ -565,9 +565,8 @@ class Operations(pyfuse3.Operations):
         entries: list[tuple[str, FileInfo | None]] = [(".", None), ("..", None)]
         path = self.inodes.path(node)
         if path is not None:  # a removed directory lists as empty
-            entries.extend(
-                (base_name(entry.path), info) for entry, info in await self._list_info(path)
-            )
+            cut = len(path) + 1 if path != ROOT else 1
+            entries.extend((entry.path[cut:], info) for entry, info in await self._list_info(path))
         return entries
 
     @_request()
@@ -600,7 +599,7 @@ class Operations(pyfuse3.Operations):
                     continue  # removed since the snapshot
             child = self.inodes.child(node, name, info)
             if not pyfuse3.readdir_reply(
-                token, os.fsencode(name), self._entry(child, info), index + 1
+                token, name.encode("utf-8", "surrogateescape"), self._entry(child, info), index + 1
             ):
                 self.inodes.discard_if_unused(child)
                 return

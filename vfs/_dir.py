@@ -348,15 +348,25 @@ class DirFileSystem:
 
     async def lstat(self, path: str) -> FileInfo:
         path = normalize_path(path)
+        guard = self._guards()
         try:
-            with self._at(path, self._guards()) as (dirfd, name):
-                return file_info(os.stat(name, dir_fd=dirfd, follow_symlinks=False))
+            if guard is None and path != ROOT and path.count("/") == 1:
+                # A name in the root: one fstatat, nothing to resolve.
+                return file_info(os.stat(path[1:], dir_fd=self._root, follow_symlinks=False))
+            # The entry itself, resolved once under the confinement rules with a final symlink
+            # not followed, then fstat: fewer calls than resolving the parent and, under a
+            # guard, checking the final name for a mount crossing separately.
+            fd, _ = self._open(path, O_PATH, guard, follow=False)
         except _Hidden:
             return MISSING
         except OSError as error:
             if error.errno in _MISSING:
                 return MISSING
             raise os_error(error, path) from None
+        try:
+            return file_info(os.fstat(fd))
+        finally:
+            os.close(fd)
 
     async def list_info(self, prefix: str = ROOT) -> DirListing:
         path = normalize_path(prefix)
