@@ -10,6 +10,7 @@ import functools
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -469,3 +470,55 @@ def test_default_mount_audits_changes_and_denials_with_turn_numbers(
     assert ("open", "/README.md", "ok", 1) in rows
     assert ("open", "/.git/hooks/pre-commit", "denied", 1) in rows
     assert not [row for row in rows if row[1].startswith("/tmp")]
+
+
+# --- roots that are not copy-on-write, and the network ------------------------------------------
+
+
+@pytest.mark.mount
+def test_run_over_a_read_only_root(tmp_path: Path) -> None:
+    """Bubblewrap's mount points are answered by the sandbox root: a root that takes no writes
+    at all still runs, and nothing is created in it."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "a.txt").write_text("read me\n")
+    spec = tmp_path / "spec.toml"
+    spec.write_text(f'[root]\ntype = "dir"\npath = "{project}"\nread_only = true\n')
+    done = mountd_run(
+        str(spec),
+        "--",
+        "sh",
+        "-c",
+        "cat /a.txt; echo x > /b.txt || echo refused; ls -A /; echo scratch > /tmp/s; cat /tmp/s",
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["read me", "refused", "a.txt", "scratch"]
+    assert "Read-only file system" in done.stderr
+    assert "the tree has no copy-on-write layer" in done.stderr
+    assert sorted(p.name for p in project.iterdir()) == ["a.txt"]
+
+
+NET_PROBE = (
+    "import socket, sys\n"
+    "s = socket.socket()\n"
+    "try:\n"
+    "    s.connect(('127.0.0.1', int(sys.argv[1])))\n"
+    "    print('connected')\n"
+    "except OSError as error:\n"
+    "    print(error.errno)\n"
+)
+
+
+@pytest.mark.mount
+def test_run_has_no_network_unless_asked(tmp_path: Path) -> None:
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(4)
+        port = str(server.getsockname()[1])
+        closed = mountd_run("--", "python3", "-c", NET_PROBE, port, cwd=tmp_path)
+        assert closed.returncode == 0, closed.stderr
+        assert closed.stdout == f"{errno.ECONNREFUSED}\n"  # its own loopback: nobody listens
+        opened = mountd_run("--net", "--", "python3", "-c", NET_PROBE, port, cwd=tmp_path)
+        assert opened.returncode == 0, opened.stderr
+        assert opened.stdout == "connected\n"  # the host's loopback
