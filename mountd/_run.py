@@ -260,8 +260,6 @@ async def _run(request: RunRequest, bwrap: str) -> int:
     if policy is None and (await view.lstat(GIT_DIR)).kind == "directory":
         policy = repository_policy()
         tree = policy_fs(tree, policy)
-    log = AuditLog(request.audit)
-    audited = audited_fs(tree, log)
     tmp = (await view.lstat("/tmp")).kind != "directory"
     entries = host_layout(tmp=tmp)
     covered = await conflicts(request.tree, [e.name for e in entries if e.name != "tmp"])
@@ -272,7 +270,11 @@ async def _run(request: RunRequest, bwrap: str) -> int:
             "mount) to run in it"
         )
     cows = find_cows(request.tree)
-    root = sandbox_root(audited, entries)
+    try:
+        log = AuditLog(request.audit)
+    except OSError as error:
+        raise RunFailure(f"cannot open the audit log {request.audit}: {error.strerror}") from None
+    root = sandbox_root(audited_fs(tree, log), entries)
     git_global = git_global_config()
     registry.state_dir(create=True)
     mountpoint = tempfile.mkdtemp(prefix="run-", dir=registry.state_dir())
@@ -285,12 +287,16 @@ async def _run(request: RunRequest, bwrap: str) -> int:
         cwd=request.cwd,
         git_global=git_global,
     )
+    env = sandbox_env(git_global=git_global is not None)
     try:
         with trio.open_signal_receiver(*SIGNALS) as signals:
-            async with mounted(root, mountpoint, MountOptions(fsname="agentroot-run")):
-                status = await _run_command(
-                    argv, sandbox_env(git_global=git_global is not None), signals
-                )
+            try:
+                async with mounted(root, mountpoint, MountOptions(fsname="agentroot-run")):
+                    status = await _run_command(argv, env, signals)
+            except (OSError, RuntimeError) as error:
+                raise RunFailure(
+                    f"serving the sandbox root at {mountpoint} failed: {error}"
+                ) from None
     finally:
         log.close()
         try:
@@ -449,7 +455,9 @@ async def _apply(found: CowAt, policy: Policy | None) -> tuple[list[TreeChange],
     paths = [c.path for c in chosen]
     if not paths:
         return [], [c.path for c in keep]
-    assert not any(c in keep for c in select(changes, paths))
+    carried = [c.path for c in select(changes, paths) if c in keep]
+    if carried:  # (not expected: every change has its own path) refuse rather than write them
+        raise RunFailure(f"applying would also write protected paths: {', '.join(carried)}")
     applied = await found.cow.apply(paths)
     return applied, [c.path for c in keep]
 
