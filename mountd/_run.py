@@ -486,7 +486,7 @@ Run COMMAND in a bubblewrap sandbox whose / is a mounted vfs tree, then show wha
   mountd run -- make test                 the current directory under copy-on-write: the
                                           command changes a copy; the directory is untouched
   mountd run --diff -- ./agent.sh         ... and print the diff of what changed
-  mountd run --apply -- git pull --rebase ... and write the changes back if it exits 0
+  mountd run --apply -- ./fix-lint.sh    ... and write the changes back if it exits 0
   mountd run spec.toml -- sh              the tree a spec describes (see docs/spec.md)
 
 Inside: the tree at /, the command starting in /; the host's /usr, /bin, /lib*, /sbin and a
