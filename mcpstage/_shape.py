@@ -29,6 +29,7 @@ index knows whether ``.cursor/mcp.json`` is tracked.
 from __future__ import annotations
 
 import os
+import stat
 import subprocess
 from dataclasses import dataclass
 
@@ -156,11 +157,19 @@ def config_is_tracked(shape: Shape) -> bool:
     return bool(result.stdout)
 
 
+def _kind(path: str) -> int | None:
+    """``st_mode`` of ``path`` itself (one ``lstat``: no race between two checks), or ``None``."""
+    try:
+        return os.lstat(path).st_mode
+    except FileNotFoundError:
+        return None
+
+
 def check_cursor_dir(shape: Shape) -> None:
     """Refuse a ``.cursor`` or ``mcp.json`` that is a symlink or of the wrong kind."""
-    cursor = shape.cursor_dir
-    if os.path.islink(cursor) or (os.path.lexists(cursor) and not os.path.isdir(cursor)):
-        raise RefusedError(f"refused: {cursor} is not a plain directory")
-    config = shape.config_path
-    if os.path.islink(config) or (os.path.lexists(config) and not os.path.isfile(config)):
-        raise RefusedError(f"refused: {config} is not a regular file")
+    cursor = _kind(shape.cursor_dir)
+    if cursor is not None and not stat.S_ISDIR(cursor):
+        raise RefusedError(f"refused: {shape.cursor_dir} is not a plain directory")
+    config = _kind(shape.config_path)
+    if config is not None and not stat.S_ISREG(config):
+        raise RefusedError(f"refused: {shape.config_path} is not a regular file")

@@ -133,3 +133,27 @@ def cli(
 
 def porcelain(worktree: Path) -> str:
     return git(worktree, "status", "--porcelain", "--untracked-files=all").stdout
+
+
+def leaked(worktree: Path, status: str | None = None) -> list[str]:
+    """Session files ``git status`` shows: any ``.fusion-mcp*`` entry, or ``mcp.json`` while it
+    holds a fusion server (an operator's own untracked config, shown when no session runs, is
+    not one)."""
+    status = porcelain(worktree) if status is None else status
+    shown = []
+    for line in status.splitlines():
+        path = line[3:]
+        if (
+            ".fusion-mcp" in path
+            or path.endswith(".cursor/")
+            or (path.endswith(".cursor/mcp.json") and _has_fusion(worktree / path))
+        ):
+            shown.append(line)
+    return shown
+
+
+def _has_fusion(path: Path) -> bool:
+    try:
+        return b"fusion-custom-tools-" in path.read_bytes()
+    except OSError:
+        return False
