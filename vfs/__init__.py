@@ -6,6 +6,7 @@ speaks :class:`PosixFileSystem`, which is what ``mountd`` serves as a real mount
 and asyncio alike.
 """
 
+from ._audit import AuditEntry, AuditLog, audited_fs, read_audit_file
 from ._cow import CowFileSystem, cow_fs
 from ._cow_meta import CowConflictError, TreeChange
 from ._dir import dir_fs
@@ -33,6 +34,7 @@ from ._host import HostEntry, HostFile, HostFilesApi, InMemoryHostFiles, host_fs
 from ._local import local_file_system
 from ._overlay import overlay_fs
 from ._paths import is_under, normalize_path
+from ._policy import Policy, PolicyDeniedError, PolicyFileSystem, Rule, policy_fs, repository_policy
 from ._posix_view import posix_view
 from ._temp import temp_fs
 from ._types import (
@@ -54,6 +56,8 @@ from ._union import union_fs
 from ._walk import glob_tree, grep_tree, walk
 
 __all__ = [
+    "AuditEntry",
+    "AuditLog",
     "Change",
     "CowConflictError",
     "CowFileSystem",
@@ -83,13 +87,18 @@ __all__ = [
     "OpenFile",
     "PathError",
     "PermissionDeniedError",
+    "Policy",
+    "PolicyDeniedError",
+    "PolicyFileSystem",
     "PosixFileSystem",
     "ReadOnlyMountError",
+    "Rule",
     "SearchQuery",
     "SearchResult",
     "TreeChange",
     "Watchable",
     "WriteFailedError",
+    "audited_fs",
     "change_origin",
     "cow_fs",
     "dir_fs",
@@ -101,7 +110,10 @@ __all__ = [
     "local_file_system",
     "normalize_path",
     "overlay_fs",
+    "policy_fs",
     "posix_view",
+    "read_audit_file",
+    "repository_policy",
     "temp_fs",
     "union_fs",
     "walk",

@@ -79,6 +79,12 @@ POSIX_ERRORS = [
         ValueError,
     ),
     (
+        vfs.PolicyDeniedError("/a"),
+        "permission denied by policy: /a",
+        errno.EACCES,
+        PermissionError,
+    ),
+    (
         vfs.CowConflictError("/a", "changed in the lower tree since it was copied up"),
         "conflict: /a changed in the lower tree since it was copied up",
         errno.ESTALE,
