@@ -34,6 +34,7 @@ class Places:
         self._bases: dict[str, Path] = {}
         self._templates: dict[str, Path] = {}
         self._counter = itertools.count()
+        self._failed: dict[str, BaseException] = {}
         self._host = Path(tempfile.mkdtemp(prefix="mcpstage-tests-", dir="/dev/shm"))
         self._stack.callback(shutil.rmtree, self._host, ignore_errors=True)
 
@@ -63,15 +64,24 @@ class Places:
             raise AssertionError(place)
         self._bases[place].mkdir()
 
-    def fresh(self, place: str) -> Repo:
+    def _ready(self, place: str) -> None:
+        if place in self._failed:
+            # Fail every later test of this place at once instead of waiting for it again.
+            raise RuntimeError(f"{place} failed to set up earlier") from self._failed[place]
         if place not in self._bases:
-            self._setup(place)
+            try:
+                self._setup(place)
+            except BaseException as error:
+                self._failed[place] = error
+                raise
+
+    def fresh(self, place: str) -> Repo:
+        self._ready(place)
         dest = self._bases[place] / f"r{next(self._counter)}"
         return copy_template(self._templates[place], dest, mounted=place == "mount")
 
     def template(self, place: str) -> Path:
-        if place not in self._bases:
-            self._setup(place)
+        self._ready(place)
         return self._templates[place]
 
 

@@ -133,28 +133,28 @@ def _dead_owner() -> _owner.Process:
     return _owner.Process(pid=pid, hostname=_owner.process().hostname)
 
 
-def _prepare(repo: Repo, case: Case) -> tuple[list[str], list[_manifest.Lease]]:
+def _prepare(repo: Repo, case: Case) -> tuple[list[str], list[str]]:
     """Set the scenario up; the child's argv and the leases it should leave."""
     wt = str(repo.wt)
     me = _owner.process()
     owner = ["--owner-pid", str(os.getpid())]
     if case.scenario == "first-stage":
-        return ["stage", "-C", wt, "--key", KEY, *owner, "--", "node", "bridge.js"], [KEY]  # type: ignore[list-item]
+        return ["stage", "-C", wt, "--key", KEY, *owner, "--", "node", "bridge.js"], [KEY]
     first = mcpstage.stage(wt, ENTRY, owner=me).lease
     assert first is not None
     if case.scenario == "later-stage":
         argv = ["stage", "-C", wt, "--key", KEY, *owner, "--", "node", "bridge.js"]
-        return argv, [first.key, KEY]  # type: ignore[list-item]
+        return argv, [first.key, KEY]
     if case.scenario == "dispose-last":
         return ["dispose", "-C", wt, first.key], []
     if case.scenario == "dispose-one":
         second = mcpstage.stage(wt, ENTRY, owner=me).lease
         assert second is not None
-        return ["dispose", "-C", wt, second.key], [first.key]  # type: ignore[list-item]
+        return ["dispose", "-C", wt, second.key], [first.key]
     assert case.scenario == "reap"
     doomed = mcpstage.stage(wt, ENTRY, owner=_dead_owner()).lease
     assert doomed is not None
-    return ["reconcile", "-C", wt], [first.key]  # type: ignore[list-item]
+    return ["reconcile", "-C", wt], [first.key]
 
 
 def _leases_of(repo: Repo) -> dict[str, object]:

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mcpstage import _config, _exclude, _journal, _locks, _manifest, _owner
+from mcpstage import UsageError, _config, _exclude, _journal, _locks, _manifest, _owner
 from mcpstage._manifest import Lease, Pending, Quarantine, ServerEntry, State
 
 OWNER = _owner.Process(pid=42, hostname="h", boot_id="b", start=7)
@@ -54,8 +54,8 @@ def test_removing_every_block_restores_the_file_byte_for_byte(
 def test_operator_lines_added_after_the_block_survive_its_removal(
     text: bytes | None, later: bytes
 ) -> None:
-    current = _exclude.add(text, _exclude.Marker("."))
-    current, _gone = _exclude.remove(current + later, ".")
+    added = _exclude.add(text, _exclude.Marker("."))
+    current, _gone = _exclude.remove(added + later, ".")
     assert later in (current or b"")
     assert (text or b"") in (current or b"")
 
@@ -196,7 +196,7 @@ def test_the_manifest_round_trips_bytes_exactly() -> None:
 def test_keys_are_checked() -> None:
     assert _manifest.check_key(lease(1).key) == lease(1).key
     for bad in ("fusion-custom-tools-x", "other-0000", lease(1).key + "/.."):
-        with pytest.raises(_manifest.UsageError):
+        with pytest.raises(UsageError):
             _manifest.check_key(bad)
 
 
