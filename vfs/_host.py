@@ -20,8 +20,10 @@ read finds the file gone, which drops the etag). ``glob``/``grep`` walk the list
 walk order of ``vfs._walk`` (one ``list`` call per directory, iterative, so an early stop closes
 cleanly); ``search`` is empty.
 
-``host_fs`` implements the eight verbs and :class:`vfs.Watchable` (it reports the changes made
-through it; the store's other writers are not observed). The POSIX extension is left to
+``host_fs`` implements the eight verbs and :class:`vfs.Watchable`: it reports the changes made
+through it, and when the store offers ``watch(scope, callback)`` (an optional extra of
+:class:`HostFilesApi`; :class:`vfs.S3HostFiles` has it) also the changes the store noticed other
+writers made. A failed write keeps the store's errno (``ESTALE`` for a lost race there). The POSIX extension is left to
 :func:`vfs.posix_view`, whose buffered handles write back through ``write`` and so get the same
 compare-and-swap.
 
@@ -159,7 +161,18 @@ class HostFileSystem:
         return f"host_fs({self._files!r}, {self._scope!r})"
 
     def watch(self, callback: ChangeCallback) -> Callable[[], None]:
-        return self._observers.subscribe(callback)
+        unsubscribe = self._observers.subscribe(callback)
+        # A store that notices other writers (S3HostFiles revalidating) reports them too.
+        store_watch = getattr(self._files, "watch", None)
+        if store_watch is None:
+            return unsubscribe
+        stop_store: Callable[[], None] = store_watch(self._scope, callback)
+
+        def both() -> None:
+            unsubscribe()
+            stop_store()
+
+        return both
 
     async def list(self, prefix: str = ROOT) -> AsyncIterator[DirEntry]:
         directory = normalize_path(prefix)
@@ -281,8 +294,10 @@ class HostFileSystem:
         expected = self._etags.get(path)
         try:
             etag = await self._files.write(self._scope, path, data, if_match=expected)
-        except WriteFailedError:
-            raise WriteFailedError(path) from None  # lost a race: never overwrite silently
+        except WriteFailedError as error:
+            # Lost a race (or the store failed): never overwrite silently. The store's errno
+            # tells the two apart (S3HostFiles: ESTALE for a lost race, EIO for a failure).
+            raise WriteFailedError(path, errno=error.errno) from None
         self._etags[path] = etag
         await self._observers.emit(path, "entry" if expected is None else "content")
 
@@ -295,8 +310,8 @@ class HostFileSystem:
         except builtins.FileNotFoundError:
             self._etags.pop(path, None)
             raise FileNotFoundError(path) from None
-        except WriteFailedError:
-            raise WriteFailedError(path) from None
+        except WriteFailedError as error:
+            raise WriteFailedError(path, errno=error.errno) from None
         self._etags.pop(path, None)
         await self._observers.emit(path, "entry")
 
