@@ -17,7 +17,19 @@ resolved relative to it, never as a host path string:
 A symlink created or swapped in later changes nothing: each call resolves afresh under these rules.
 Operations that must not follow the final segment (``lstat``, ``readlink``, ``unlink``, ``rmdir``,
 ``rename``, ``symlink``, ``mkdir``, ``setattr``, ``delete``) resolve the *parent* directory and
-act on the final name with the ``*at`` syscalls and ``AT_SYMLINK_NOFOLLOW``/``O_NOFOLLOW``. Walks
+act on the final name with the ``*at`` syscalls and ``AT_SYMLINK_NOFOLLOW``/``O_NOFOLLOW``
+(``lstat`` of a deeper path opens the entry itself with ``O_PATH | O_NOFOLLOW`` and ``fstat``s it).
+
+Lookups only (``lstat``, ``stat`` of a non-link, ``readlink``) may take the parent directory from
+a small cache of ``O_PATH`` descriptors (:meth:`DirFileSystem._cached_dir`): one ``fstatat`` then
+answers instead of a resolution from the root. Only paths without symlinks are cached, resolved
+with the same confinement flags (plus ``RESOLVE_NO_SYMLINKS``), so a cached descriptor stands for
+exactly one tree path and the final name is still never followed. Changes made through the tree
+drop the entries they affect; changes made on the host behind the tree's back are the
+trade-off: a directory renamed on the host keeps answering *lookups* for its old tree path until
+its entry expires (one second), even when it was moved out of the root. Contents (``read``,
+``open``) and every change always resolve afresh, so nothing is ever read from or written to a
+directory that left the root. Walks
 (``list`` entries, ``glob``, ``grep``) open subdirectories with ``O_NOFOLLOW`` from their parent,
 so they never descend a directory symlink; ``list``/``glob``/``grep`` roots and ``stat``/``read``
 follow symlinks (inside the tree).
@@ -29,7 +41,9 @@ crosses any mount is re-walked by hand, checking each mount crossing against the
 ``(st_dev, st_ino)``, which ``readdir`` still reports for a covered directory) and, when a
 mountpoint lies under this root, ``RESOLVE_NO_SYMLINKS`` (a path through symlinks is re-walked by
 hand, which knows the canonical path to compare). Nothing is ever ``stat``ed across a mount
-crossing before it is checked. The root itself must not be at or under a guarded mountpoint when
+crossing before it is checked. A final name is checked that way only in a directory holding a
+guarded mountpoint (by the identity of the mountpoint's parent, recorded by the guard): no other
+directory can have one among its names. The root itself must not be at or under a guarded mountpoint when
 the tree is made (to serve a directory over itself, make the tree before guarding and mounting:
 its descriptor then holds the covered directory).
 
@@ -52,7 +66,9 @@ import errno
 import os
 import stat
 import weakref
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Iterator
+from time import monotonic
 
 import anyio.lowlevel
 import anyio.to_thread
@@ -113,6 +129,8 @@ from ._types import (
 from ._watch import Observers
 
 _MAX_LINKS = 40
+_DIR_CACHE_SIZE = 64  # directory descriptors a tree keeps open for resolving parents
+_DIR_CACHE_TTL = 1.0  # seconds a cached directory is trusted to still be at its tree path
 _RETRIES = 8
 _MISSING = frozenset({errno.ENOENT, errno.ENOTDIR, errno.ELOOP})
 
@@ -137,6 +155,7 @@ class DirFileSystem:
     __slots__ = (
         "__weakref__",
         "_close",
+        "_dirs",
         "_guard_snapshot",
         "_guard_view",
         "_observers",
@@ -144,6 +163,7 @@ class DirFileSystem:
         "_read_only",
         "_real",
         "_root",
+        "_root_checks_names",
     )
 
     # Handles are real descriptors: writes reach the host file at once, flush has nothing to do.
@@ -163,7 +183,8 @@ class DirFileSystem:
         except OSError as error:
             raise os_error(error, host) from None
         self._root = root
-        self._close = weakref.finalize(self, os.close, root)
+        self._dirs: OrderedDict[str, _CachedDir] = OrderedDict()
+        self._close = weakref.finalize(self, _close_all, root, self._dirs)
         self._real = _fd_path(root, host)
         try:
             _refuse_guarded_root(self._real, guarded_mountpoints())
@@ -175,9 +196,11 @@ class DirFileSystem:
         self._openat2 = have_openat2() if use_openat2 is None else use_openat2 and have_openat2()
         self._guard_snapshot: tuple[Mountpoint, ...] = ()
         self._guard_view: GuardView | None = None
+        self._root_checks_names = False  # the root holds a guarded mountpoint
 
     def close(self) -> None:
-        """Close the root descriptor now (it is also closed when the tree is collected)."""
+        """Close the root descriptor (and cached directories) now (they are also closed when the
+        tree is collected)."""
         self._close()
 
     def __repr__(self) -> str:
@@ -218,7 +241,7 @@ class DirFileSystem:
         if guard is None:
             # Most names are not symlinks: an lstat answers them with the fewest syscalls.
             try:
-                with self._at(path, None) as (dirfd, name):
+                with self._at(path, None, looking=True) as (dirfd, name):
                     found = os.stat(name, dir_fd=dirfd, follow_symlinks=False)
             except OSError as error:
                 if error.errno in _MISSING:
@@ -315,6 +338,7 @@ class DirFileSystem:
         except OSError as error:
             raise write_error(error, path) from None
         if created_dir is not None:
+            self._forget_dirs(created_dir)
             await self._observers.emit(created_dir, "entry")
         else:
             await self._observers.emit(path, "entry" if created else "content")
@@ -336,6 +360,7 @@ class DirFileSystem:
             if error.errno in (errno.ENOENT, errno.ENOTDIR):
                 raise FileNotFoundError(path) from None
             raise os_error(error, path) from None
+        self._forget_dirs(path)
         await self._observers.emit(path, "entry")
 
     async def search(self, query: SearchQuery) -> AsyncIterator[SearchResult]:
@@ -350,9 +375,10 @@ class DirFileSystem:
         path = normalize_path(path)
         guard = self._guards()
         try:
-            if guard is None and path != ROOT and path.count("/") == 1:
-                # A name in the root: one fstatat, nothing to resolve.
-                return file_info(os.stat(path[1:], dir_fd=self._root, follow_symlinks=False))
+            fast = None if path == ROOT else self._in_parent(path, guard)
+            if fast is not None:
+                # One fstatat in the (cached) parent directory.
+                return file_info(os.stat(fast[1], dir_fd=fast[0], follow_symlinks=False))
             # The entry itself, resolved once under the confinement rules with a final symlink
             # not followed, then fstat: fewer calls than resolving the parent and, under a
             # guard, checking the final name for a mount crossing separately.
@@ -452,6 +478,7 @@ class DirFileSystem:
             raise PermissionDeniedError(path) from None
         except OSError as error:
             raise os_error(error, path) from None
+        self._forget_dirs(path)  # a directory removed behind the tree's back may be cached
         await self._observers.emit(path, "entry")
 
     async def rmdir(self, path: str) -> None:
@@ -487,6 +514,7 @@ class DirFileSystem:
         except OSError as error:
             about_dst = error.errno in (errno.EEXIST, errno.ENOTEMPTY, errno.EISDIR)
             raise os_error(error, dst if about_dst else src) from None
+        self._forget_dirs(src, dst)
         await self._observers.emit(src, "entry")
         await self._observers.emit(dst, "entry")
 
@@ -547,12 +575,13 @@ class DirFileSystem:
                     _chown_at(dirfd, name, uid, gid)
         except OSError as error:
             raise os_error(error, path) from None
+        self._forget_dirs(path)  # a directory removed behind the tree's back may be cached
         await self._observers.emit(path, "entry")
 
     async def readlink(self, path: str) -> str:
         path = normalize_path(path)
         try:
-            with self._at(path, self._guards()) as (dirfd, name):
+            with self._at(path, self._guards(), looking=True) as (dirfd, name):
                 return os.readlink(name, dir_fd=dirfd)
         except _Hidden:
             raise FileNotFoundError(path) from None
@@ -571,9 +600,83 @@ class DirFileSystem:
         if not snapshot:
             return None
         if snapshot is not self._guard_snapshot:
-            self._guard_view = guard_view(snapshot, self._real)
+            view = guard_view(snapshot, self._real)
+            root = os.fstat(self._root)
+            self._forget_dirs(ROOT)  # cached under the old view: no name checks recorded
+            self._root_checks_names = (root.st_dev, root.st_ino) in view.parents
+            self._guard_view = view
             self._guard_snapshot = snapshot
         return self._guard_view
+
+    def _cached_dir(self, path: str, guard: GuardView | None) -> _CachedDir | None:
+        """The cached ``O_PATH`` descriptor of the directory at tree path ``path`` (not the
+        root), opened now if needed; ``None`` when the path cannot be cached (a symlink or a
+        mount on the way, no ``openat2``): the caller then resolves it the uncached way.
+
+        Only paths without symlinks are cached, so a descriptor stands for exactly one tree path;
+        changes made through this tree drop what they affect (:meth:`_forget_dirs`) and every
+        entry expires after :data:`_DIR_CACHE_TTL` seconds, which bounds how long a directory
+        moved on the host behind the tree's back keeps answering for its old path. Raises
+        ``OSError``/``_Hidden`` as :meth:`_open` does.
+        """
+        cache = self._dirs
+        now = monotonic()
+        entry = cache.get(path)
+        if entry is not None:
+            if entry.expires > now:
+                cache.move_to_end(path)
+                return entry
+            del cache[path]
+            os.close(entry.fd)
+        if not self._openat2:
+            return None
+        if guard is not None and guard.hides(path):
+            raise _Hidden
+        resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_SYMLINKS
+        if guard is not None:
+            resolve |= RESOLVE_NO_XDEV
+        try:
+            fd = openat2(self._root, path[1:], O_PATH | os.O_DIRECTORY, 0, resolve)
+        except OSError as error:
+            if error.errno in (errno.ELOOP, errno.EXDEV, errno.EAGAIN):
+                return None
+            raise
+        checks = False
+        if guard is not None and guard.parents:
+            try:
+                found = os.fstat(fd)
+            except BaseException:
+                os.close(fd)
+                raise
+            checks = (found.st_dev, found.st_ino) in guard.parents
+        entry = _CachedDir(fd, now + _DIR_CACHE_TTL, checks)
+        cache[path] = entry
+        if len(cache) > _DIR_CACHE_SIZE:
+            os.close(cache.popitem(last=False)[1].fd)  # never the one just added
+        return entry
+
+    def _forget_dirs(self, *paths: str) -> None:
+        """Close the cached directories at or under ``paths`` (they moved or went away)."""
+        cache = self._dirs
+        for key in [key for key in cache if any(is_under(key, path) for path in paths)]:
+            os.close(cache.pop(key).fd)
+
+    def _in_parent(self, path: str, guard: GuardView | None) -> tuple[int, str] | None:
+        """``(cached directory fd, final name)`` of a path other than the root, when its parent
+        is cached (or the root) and the name needs no mountpoint check; else ``None``. The fd
+        belongs to the cache: use it before the next ``await``, never close it."""
+        cut = path.rindex("/")
+        name = path[cut + 1 :]
+        if cut == 0:
+            dirfd, checks = self._root, self._root_checks_names
+        else:
+            cached = self._cached_dir(path[:cut], guard)
+            if cached is None:
+                return None
+            dirfd, checks = cached.fd, cached.check_names
+        if guard is not None and (checks or guard.hides(path)):
+            return None
+        return dirfd, name
 
     def _open(
         self,
@@ -728,7 +831,12 @@ class DirFileSystem:
             owned = True
         if guard is not None:
             try:
-                self._check_name(dirfd, name, join_path(canonical, name), guard)
+                # Only a directory holding a guarded mountpoint (by identity, so also through a
+                # bind mount) can have one among its names: check names in those alone.
+                if guard.hides(join_path(canonical, name)) or (
+                    self._root_checks_names if not owned else _holds_guarded(dirfd, guard)
+                ):
+                    self._check_name(dirfd, name, join_path(canonical, name), guard)
             except builtins.FileNotFoundError:
                 pass  # a new name: nothing to hide
             except BaseException:
@@ -739,12 +847,23 @@ class DirFileSystem:
 
     @contextlib.contextmanager
     def _at(
-        self, path: str, guard: GuardView | None, *, denied: str | None = None
+        self,
+        path: str,
+        guard: GuardView | None,
+        *,
+        denied: str | None = None,
+        looking: bool = False,
     ) -> Iterator[tuple[int, str]]:
         """The parent directory of ``path`` and its final name, for ``*at`` syscalls.
 
-        With ``denied``, a guarded path raises ``PermissionDeniedError`` about it.
+        With ``denied``, a guarded path raises ``PermissionDeniedError`` about it. ``looking``
+        (an operation that only reads metadata) may use a cached parent directory (see
+        :meth:`_cached_dir`); changes always resolve the parent afresh.
         """
+        fast = self._in_parent(path, guard) if looking and path != ROOT else None
+        if fast is not None:
+            yield fast
+            return
         try:
             dirfd, name, owned = self._parent(path, guard)
         except _Hidden:
@@ -760,18 +879,23 @@ class DirFileSystem:
     def _open_existing(
         self, path: str, access: int, base: int, create: bool, guard: GuardView | None
     ) -> tuple[int, bool]:
-        """Open ``path`` (creating it when ``create``); ``(fd, whether we created it)``."""
+        """Open ``path`` (creating it when ``create``); ``(fd, whether we created it)``.
+
+        With ``create`` the exclusive create comes first: a mount asks to create names it
+        believes missing, so that is usually the only call.
+        """
         for _ in range(_RETRIES):
+            if create:
+                try:
+                    flags = access | base | os.O_CREAT | os.O_EXCL
+                    return self._open(path, flags, guard, mode=0o600)[0], True
+                except builtins.FileExistsError:
+                    pass  # there already (or created by someone else just now): open that one
             try:
                 return self._open_access(path, access, base, guard), False
             except builtins.FileNotFoundError:
                 if not create:
                     raise
-            try:
-                flags = access | base | os.O_CREAT | os.O_EXCL
-                return self._open(path, flags, guard, mode=0o600)[0], True
-            except builtins.FileExistsError:
-                continue  # created by someone else in between: open that one
         raise_errno(errno.EAGAIN)
         raise AssertionError  # unreachable
 
@@ -811,6 +935,7 @@ class DirFileSystem:
                 remove(dirfd, name)
         except OSError as error:
             raise os_error(error, path) from None
+        self._forget_dirs(path)
         await self._observers.emit(path, "entry")
 
 
@@ -904,6 +1029,12 @@ def _chown_at(dirfd: int, name: str, uid: int | None, gid: int | None) -> None:
     )
 
 
+def _holds_guarded(dirfd: int, guard: GuardView) -> bool:
+    """Whether the directory ``dirfd`` holds a guarded mountpoint (see ``GuardView.parents``)."""
+    found = os.fstat(dirfd)
+    return (found.st_dev, found.st_ino) in guard.parents
+
+
 def _same_device_as_guard(top: int, guard: GuardView) -> bool:
     dev = os.fstat(top).st_dev
     return any(dev == guarded_dev for guarded_dev, _ in guard.identities)
@@ -922,3 +1053,21 @@ def _covered_by_guard(top: int, name: str, guard: GuardView) -> bool:
     finally:
         os.close(fd)
     return False
+
+
+class _CachedDir:
+    """A cached directory descriptor: ``fd`` until ``expires`` (monotonic seconds);
+    ``check_names``: it holds a guarded mountpoint, so names in it are checked one by one."""
+
+    __slots__ = ("check_names", "expires", "fd")
+
+    def __init__(self, fd: int, expires: float, check_names: bool) -> None:
+        self.fd = fd
+        self.expires = expires
+        self.check_names = check_names
+
+
+def _close_all(root: int, dirs: OrderedDict[str, _CachedDir]) -> None:
+    while dirs:
+        os.close(dirs.popitem()[1].fd)
+    os.close(root)

@@ -368,13 +368,15 @@ def _keep_owner(fd: int, old: os.stat_result) -> None:
 
 @dataclass(frozen=True, slots=True)
 class Mountpoint:
-    """A directory this process mounts on: its path as given, its real path and its identity,
-    all taken before the mount covers it."""
+    """A directory this process mounts on: its path as given, its real path, its identity and
+    the identity of the directory holding it, all taken before the mount covers it."""
 
     path: str
     real: str
     dev: int
     ino: int
+    parent_dev: int = -1
+    parent_ino: int = -1
 
 
 class _Registry:
@@ -401,9 +403,11 @@ def guard_mountpoint(path: str) -> None:
     st = os.stat(real)
     if not stat.S_ISDIR(st.st_mode):
         raise NotADirectoryError(key)
+    parent = os.stat(os.path.dirname(real))
+    entry = Mountpoint(key, real, st.st_dev, st.st_ino, parent.st_dev, parent.st_ino)
     with _REGISTRY.lock:
         _REGISTRY.counts[key] = _REGISTRY.counts.get(key, 0) + 1
-        _REGISTRY.entries.setdefault(key, Mountpoint(key, real, st.st_dev, st.st_ino))
+        _REGISTRY.entries.setdefault(key, entry)
         _REGISTRY.snapshot = tuple(_REGISTRY.entries.values())
 
 
@@ -428,10 +432,14 @@ def guarded_mountpoints() -> tuple[Mountpoint, ...]:
 @dataclass(frozen=True, slots=True)
 class GuardView:
     """What one tree must hide: guarded mountpoints strictly below its root, as tree paths, and
-    the directory identities of every guarded mountpoint (reachable through bind mounts)."""
+    the directory identities of every guarded mountpoint (reachable through bind mounts).
+    ``parents`` are the identities of the directories holding them: only a name in one of
+    those directories can be a guarded mountpoint (directories have one parent, and a bind
+    mount shows the same directory)."""
 
     tree_paths: tuple[str, ...]
     identities: frozenset[tuple[int, int]]
+    parents: frozenset[tuple[int, int]] = frozenset()
 
     def hides(self, tree_path: str) -> bool:
         return any(is_under(tree_path, hidden) for hidden in self.tree_paths)
@@ -450,7 +458,11 @@ def guard_view(snapshot: tuple[Mountpoint, ...], root_real: str) -> GuardView:
                     tree_paths.add(host)
             elif host.startswith(root_real + "/"):
                 tree_paths.add(host[len(root_real) :])
-    return GuardView(tuple(sorted(tree_paths)), frozenset((m.dev, m.ino) for m in snapshot))
+    return GuardView(
+        tuple(sorted(tree_paths)),
+        frozenset((m.dev, m.ino) for m in snapshot),
+        frozenset((m.parent_dev, m.parent_ino) for m in snapshot),
+    )
 
 
 # --------------------------------------------------------------------------------------------

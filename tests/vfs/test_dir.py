@@ -387,6 +387,78 @@ def test_symlink_swapped_in_after_a_check(backend: str, tmp_path: Path, use_open
 
 
 # --------------------------------------------------------------------------------------------
+# The cache of parent directories (lookups only)
+
+
+@pytest.mark.parametrize("use_openat2", RESOLVERS)
+def test_cached_directories_follow_changes_made_through_the_tree(
+    backend: str, tmp_path: Path, use_openat2: bool
+) -> None:
+    root = make_tree(tmp_path / "root", {"a/b/f": "f", "x/y/z": "z", "h/f": "old"})
+
+    async def body() -> None:
+        fs = DirFileSystem(root, use_openat2=use_openat2)
+        assert (await fs.lstat("/a/b/f")).kind == "file"  # /a/b is now cached
+        await fs.rename("/a", "/c")
+        assert (await fs.lstat("/a/b/f")).kind == "missing"
+        assert (await fs.stat("/a/b/f")).kind == "missing"
+        assert (await fs.lstat("/c/b/f")).kind == "file"
+        await fs.rename("/c", "/a")
+        assert (await fs.lstat("/a/b/f")).kind == "file"
+        assert (await fs.lstat("/x/y/z")).kind == "file"
+        await fs.unlink("/x/y/z")
+        await fs.rmdir("/x/y")
+        await fs.mkdir("/x/y")
+        await fs.symlink("/x/y/z", "elsewhere")
+        assert (await fs.lstat("/x/y/z")).kind == "symlink"
+        assert await fs.readlink("/x/y/z") == "elsewhere"
+        # Removed on the host, then made again through the tree: the new directory is seen.
+        assert (await fs.lstat("/h/f")).kind == "file"
+        (root / "h" / "f").unlink()
+        (root / "h").rmdir()
+        await fs.write("/h/g", "new")
+        assert (await fs.lstat("/h/g")).kind == "file"
+        (root / "h" / "g").unlink()
+        (root / "h").rmdir()
+        await fs.mkdir("/h")
+        await fs.write("/h/k", "new")
+        assert (await fs.lstat("/h/k")).kind == "file"
+
+    run(backend, body)
+
+
+def test_a_directory_moved_out_on_the_host_is_never_read_or_changed_through(
+    backend: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    root = make_tree(tmp_path / "root", {"d/f.txt": "mine", "e/f.txt": "mine"})
+
+    async def body() -> None:
+        fs = DirFileSystem(root)
+        assert (await fs.lstat("/d/f.txt")).kind == "file"  # /d is now cached
+        (root / "d").rename(outside / "d")  # behind the tree's back
+        before = snapshot(outside)
+        # Contents and every change resolve afresh: nothing reaches the moved directory.
+        await raises(vfs.FileNotFoundError, fs.read("/d/f.txt"))
+        await raises(vfs.FileNotFoundError, fs.open("/d/f.txt"))
+        await raises(vfs.FileNotFoundError, fs.unlink("/d/f.txt"))
+        await raises(vfs.FileNotFoundError, fs.setattr("/d/f.txt", mode=0o600))
+        await raises(vfs.FileNotFoundError, fs.mkdir("/d/sub"))
+        await fs.write("/d/new.txt", "here")  # creates a new /d inside the root
+        assert (root / "d" / "new.txt").read_text() == "here"
+        assert snapshot(outside) == before
+        # Lookups may use a cached directory only until it expires.
+        monkeypatch.setattr("vfs._dir._DIR_CACHE_TTL", 0.0)
+        assert (await fs.lstat("/e/f.txt")).kind == "file"
+        (root / "e").rename(outside / "e")
+        assert (await fs.lstat("/e/f.txt")).kind == "missing"
+        assert (await fs.stat("/e/f.txt")).kind == "missing"
+
+    run(backend, body)
+
+
+# --------------------------------------------------------------------------------------------
 # The mountpoint guard
 
 
