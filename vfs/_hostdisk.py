@@ -271,19 +271,23 @@ def kind_of(mode: int) -> Kind:
     return "file"
 
 
+_KIND_OF_TYPE: dict[int, Kind] = {stat.S_IFDIR: "directory", stat.S_IFLNK: "symlink"}
+
+
 def file_info(st: os.stat_result) -> FileInfo:
-    """A :class:`FileInfo` holding everything ``st`` says."""
+    """A :class:`FileInfo` holding everything ``st`` says (built for every lstat: kept lean)."""
+    mode = st.st_mode
     return FileInfo(
-        kind=kind_of(st.st_mode),
-        size=st.st_size,
-        mtime=st.st_mtime,
-        mode=stat.S_IMODE(st.st_mode),
-        mtime_ns=st.st_mtime_ns,
-        uid=st.st_uid,
-        gid=st.st_gid,
-        atime_ns=st.st_atime_ns,
-        ctime_ns=st.st_ctime_ns,
-        nlink=st.st_nlink,
+        _KIND_OF_TYPE.get(stat.S_IFMT(mode), "file"),
+        st.st_size,
+        st.st_mtime,
+        mode & 0o7777,
+        st.st_mtime_ns,
+        st.st_uid,
+        st.st_gid,
+        st.st_atime_ns,
+        st.st_ctime_ns,
+        st.st_nlink,
     )
 
 
