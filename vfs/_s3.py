@@ -310,7 +310,7 @@ class S3HostFiles:
                 self._cache.unsure(key)
                 if answer.status not in (*_LOST_RACE, 404):
                     raise _write_error(path, answer) from None
-                meta = await self._meta(path, key, cached=False)
+                meta = await self._meta(path, key, cached=False, writing=True)
                 if meta.kind != "file":
                     raise _not_a_file(path, meta, deleting=True) from None
                 raise WriteFailedError(path, errno=errno.ESTALE) from None
@@ -318,7 +318,7 @@ class S3HostFiles:
                 self._cache.unsure(key)
                 raise WriteFailedError(path) from None
         else:
-            meta = await self._meta(path, key, cached=False)
+            meta = await self._meta(path, key, cached=False, writing=True)
             if meta.kind != "file":
                 raise _not_a_file(path, meta, deleting=True)
             if if_match is not None and meta.etag != if_match:
@@ -336,8 +336,14 @@ class S3HostFiles:
 
     # --- helpers of the verbs ----------------------------------------------------------------
 
-    async def _meta(self, path: str, key: str, *, cached: bool = True) -> Meta:
-        """What ``key`` is: from the cache while valid (``cached``), else one probe."""
+    async def _meta(
+        self, path: str, key: str, *, cached: bool = True, writing: bool = False
+    ) -> Meta:
+        """What ``key`` is: from the cache while valid (``cached``), else one probe.
+
+        ``writing``: the probe checks a write or delete, which fails (``WriteFailedError``) when
+        the store cannot answer, instead of going on with what the cache last saw.
+        """
         if cached:
             known = self._cache.fresh(key)
             if known is not None:
@@ -346,18 +352,18 @@ class S3HostFiles:
         try:
             meta: Meta = await self._ask(self._probe_sync, key, retry=True)
         except _Unreachable:
-            known = self._cache.known(key)
+            known = None if writing else self._cache.known(key)
             if known is None:
-                raise PathError(path, errno=errno.EIO) from None
+                raise (WriteFailedError if writing else PathError)(path, errno=errno.EIO) from None
             return known
         except _StoreAnswer as answer:
-            raise _read_error(path, answer) from None
+            raise (_write_error if writing else _read_error)(path, answer) from None
         await self._report([key] if self._cache.observe(key, meta, ticket) else [])
         return meta
 
     async def _check_writable(self, scope_key: str, path: str, key: str) -> None:
         """Refuse a write onto a directory or beneath a file (``HostFilesApi``'s rule)."""
-        meta = await self._meta(path, key)
+        meta = await self._meta(path, key, writing=True)
         if meta.kind == "directory":
             raise IsADirectoryError(path)
         if meta.kind == "file":
@@ -365,7 +371,7 @@ class S3HostFiles:
         for directory in ancestor_keys(key):
             if directory == scope_key or not directory.startswith(scope_key):
                 return
-            found = await self._meta(path, directory)
+            found = await self._meta(path, directory, writing=True)
             if found.kind == "directory":
                 return
             if found.kind == "file":
