@@ -44,6 +44,10 @@ cow       ``lower``: layer (required), ``upper``: layer (optional; default in me
           (``vfs.cow_fs``): writes land in ``upper``, ``lower`` is never written. The
           repository policy (``vfs._policy.repository_policy``) refuses writes to
           ``.git/hooks`` and ``.git/config`` and lets git do everything else.
+s3        ``bucket`` (required), ``prefix`` (optional, ``"a/b"``: a key prefix, the scope),
+          ``endpoint`` (optional URL; AWS when absent), ``region`` (optional),
+          ``metadata_ttl`` (optional seconds, default 1). ``host_fs`` over ``S3HostFiles``;
+          credentials come from the environment (``AWS_ACCESS_KEY_ID``, ...), never the spec.
 ========  ==============================================================================
 
 Loading happens in two steps with a value in between: :func:`parse_spec` turns TOML into a tree
@@ -57,6 +61,7 @@ file, the dotted key (``root.mounts."/tmp".type``) and the problem. The embedded
 from __future__ import annotations
 
 import difflib
+import importlib.util
 import os
 import re
 import sys
@@ -75,7 +80,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
-LAYER_TYPES = ("temp", "dir", "empty", "union", "overlay", "host", "cow")
+LAYER_TYPES = ("temp", "dir", "empty", "union", "overlay", "host", "cow", "s3")
 POLICIES = ("repository",)
 
 
@@ -131,8 +136,17 @@ class CowLayer:
     policy: str | None = None
 
 
+@dataclass(frozen=True)
+class S3Layer:
+    bucket: str
+    prefix: str = ""
+    endpoint: str | None = None
+    region: str | None = None
+    metadata_ttl: float = 1.0
+
+
 Layer: TypeAlias = (
-    "TempLayer | DirLayer | EmptyLayer | UnionLayer | OverlayLayer | HostLayer | CowLayer"
+    "TempLayer | DirLayer | EmptyLayer | UnionLayer | OverlayLayer | HostLayer | CowLayer | S3Layer"
 )
 
 
@@ -255,11 +269,58 @@ class _Checker:
         if kind == "overlay":
             self.keys(value, key, required=("type", "layers"), optional=(), what=what)
             return OverlayLayer(self.layers(value["layers"], _join(key, "layers")))
+        if kind == "s3":
+            self.keys(value, key, required=("type", "bucket"), optional=S3_KEYS, what=what)
+            return self.s3(value, key)
         self.keys(value, key, required=("type",), optional=("files", "scope"), what=what)
         scope = value.get("scope", "default")
         if not isinstance(scope, str):
             raise self.fail(_join(key, "scope"), f"expected a string, got {_show(scope)}")
         return HostLayer(self.files(value, key), scope)
+
+    def s3(self, table: Mapping[str, Any], key: str) -> S3Layer:
+        if importlib.util.find_spec("boto3") is None:
+            raise self.fail(
+                _join(key, "type"), 'the "s3" layer needs boto3 (pip install "agentroot[s3]")'
+            )
+        strings = {}
+        for name in ("bucket", "prefix", "endpoint", "region"):
+            found = table.get(name)
+            if found is not None and not isinstance(found, str):
+                raise self.fail(_join(key, name), f"expected a string, got {_show(found)}")
+            strings[name] = found
+        bucket = strings["bucket"]
+        assert bucket is not None
+        if not _BUCKET.fullmatch(bucket):
+            raise self.fail(
+                _join(key, "bucket"),
+                f"invalid bucket name {_quote(bucket)} (3 to 63 lowercase letters, digits, "
+                "dots and hyphens)",
+            )
+        prefix = strings["prefix"] or ""
+        try:
+            normal = normalize_path(prefix)[1:]
+        except vfs.InvalidPathError as error:
+            raise self.fail(
+                _join(key, "prefix"), f"invalid prefix {_quote(prefix)}: {error}"
+            ) from None
+        if prefix != normal:
+            raise self.fail(
+                _join(key, "prefix"),
+                f"invalid prefix {_quote(prefix)} (write it as {_quote(normal)})",
+            )
+        endpoint = strings["endpoint"]
+        if endpoint is not None and not endpoint.startswith(("http://", "https://")):
+            raise self.fail(
+                _join(key, "endpoint"),
+                f'expected a URL like "http://127.0.0.1:8333", got {_show(endpoint)}',
+            )
+        ttl = table.get("metadata_ttl", 1.0)
+        if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or ttl < 0:
+            raise self.fail(
+                _join(key, "metadata_ttl"), f"expected seconds (a number >= 0), got {_show(ttl)}"
+            )
+        return S3Layer(bucket, prefix, endpoint, strings["region"], float(ttl))
 
     def boolean(self, table: Mapping[str, Any], key: str, name: str) -> bool:
         value = table.get(name, False)
@@ -353,6 +414,8 @@ class _Checker:
 
 
 _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
+_BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
+S3_KEYS = ("prefix", "endpoint", "region", "metadata_ttl")
 
 
 def _join(key: str | None, name: str) -> str:
@@ -425,6 +488,8 @@ def build(layer: Layer) -> vfs.FileSystem:
         return vfs.union_fs({prefix: build(child) for prefix, child in layer.mounts})
     if isinstance(layer, OverlayLayer):
         return vfs.overlay_fs([build(child) for child in layer.layers])
+    if isinstance(layer, S3Layer):
+        return _build_s3(layer)
     return _build_host(layer)
 
 
@@ -436,6 +501,18 @@ def _with_policy(tree: vfs.FileSystem, policy: str | None) -> vfs.FileSystem:
 
 def _build_host(layer: HostLayer) -> vfs.FileSystem:
     return vfs.host_fs(vfs.InMemoryHostFiles(dict(layer.files), scope=layer.scope), layer.scope)
+
+
+def _build_s3(layer: S3Layer) -> vfs.FileSystem:
+    from vfs._s3 import S3HostFiles  # boto3 is optional: imported only for an s3 layer
+
+    files = S3HostFiles(
+        layer.bucket,
+        endpoint_url=layer.endpoint,
+        region=layer.region,
+        metadata_ttl=layer.metadata_ttl,
+    )
+    return vfs.host_fs(files, layer.prefix)
 
 
 def describe(layer: Layer) -> str:
@@ -467,6 +544,9 @@ def describe(layer: Layer) -> str:
         )
     if isinstance(layer, OverlayLayer):
         return "overlay(" + ", ".join(describe(child) for child in layer.layers) + ")"
+    if isinstance(layer, S3Layer):
+        where = f" at {layer.endpoint}" if layer.endpoint else ""
+        return f"s3 {layer.bucket}/{layer.prefix}{where}"
     count = len(layer.files)
     return "host" + (f" ({count} file{'s' if count != 1 else ''})" if count else "")
 

@@ -150,7 +150,7 @@ def test_malformed_spec_fails_before_mounting(
         2,
         "",
         'mountd: spec.toml: root.mounts."/tmp".type: unknown layer type "tmpp" (expected one of:'
-        ' temp, dir, empty, union, overlay, host, cow; did you mean "temp"?)\n',
+        ' temp, dir, empty, union, overlay, host, cow, s3; did you mean "temp"?)\n',
     )
     assert not mnt.exists()  # nothing touched, nothing mounted
     assert mounted_here(mnt) is None

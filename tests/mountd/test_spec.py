@@ -291,19 +291,19 @@ def test_built_default_root(tmp_path: Path) -> None:
 ERRORS = [
     pytest.param(
         '[root]\ntype = "tmpp"\n',
-        'root.type: unknown layer type "tmpp" (expected one of: temp, dir, empty, union, overlay, host, cow;'
+        'root.type: unknown layer type "tmpp" (expected one of: temp, dir, empty, union, overlay, host, cow, s3;'
         ' did you mean "temp"?)',
         id="unknown-type",
     ),
     pytest.param(
         '[root]\ntype = "union"\n[root.mounts."/tmp"]\ntype = "tmpp"\n',
         'root.mounts."/tmp".type: unknown layer type "tmpp" (expected one of: temp, dir, empty, union,'
-        ' overlay, host, cow; did you mean "temp"?)',
+        ' overlay, host, cow, s3; did you mean "temp"?)',
         id="unknown-type-nested",
     ),
     pytest.param(
         '[root]\ntype = "zzz"\n',
-        'root.type: unknown layer type "zzz" (expected one of: temp, dir, empty, union, overlay, host, cow)',
+        'root.type: unknown layer type "zzz" (expected one of: temp, dir, empty, union, overlay, host, cow, s3)',
         id="unknown-type-no-hint",
     ),
     pytest.param(
@@ -313,7 +313,7 @@ ERRORS = [
     ),
     pytest.param(
         '[root]\npath = "."\n',
-        'root: missing key "type" (expected one of: temp, dir, empty, union, overlay, host, cow)',
+        'root: missing key "type" (expected one of: temp, dir, empty, union, overlay, host, cow, s3)',
         id="missing-type",
     ),
     pytest.param(
