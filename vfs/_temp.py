@@ -826,7 +826,10 @@ class TempOpenFile:
             raise PathError(self._path, errno=errno.EINVAL)
         node = self._node
         _accessed(node)
-        return bytes(node.data[offset : offset + size])
+        # One copy (a bytearray slice would copy twice); the views are released at once, so
+        # the buffer stays resizable.
+        with memoryview(node.data) as whole, whole[offset : offset + size] as part:
+            return bytes(part)
 
     async def write(self, offset: int, data: bytes) -> int:
         if offset < 0:
