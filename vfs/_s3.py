@@ -68,6 +68,7 @@ from email.utils import parsedate_to_datetime
 from typing import Any
 
 import anyio
+import anyio.abc
 import anyio.to_thread
 
 from ._errors import (
@@ -381,10 +382,15 @@ class S3HostFiles:
         upload = (await self._ask(self._create_upload_sync, key))["UploadId"]
         try:
             parts: list[dict[str, Any]] = []
+            failures: list[_StoreAnswer | _Unreachable] = []
             async with anyio.create_task_group() as group:
                 for number, start in enumerate(range(0, len(data), self.part_size), start=1):
                     chunk = data[start : start + self.part_size]
-                    group.start_soon(self._upload_part, key, upload, number, chunk, parts)
+                    group.start_soon(
+                        self._upload_part, key, upload, number, chunk, parts, failures, group
+                    )
+            if failures:
+                raise failures[0]
             parts.sort(key=lambda part: int(part["PartNumber"]))
             answer = await self._ask(self._complete_upload_sync, key, upload, parts, conditions)
             return str(answer["ETag"])
@@ -399,10 +405,24 @@ class S3HostFiles:
             raise
 
     async def _upload_part(
-        self, key: str, upload: str, number: int, chunk: bytes, parts: builtins.list[dict[str, Any]]
+        self,
+        key: str,
+        upload: str,
+        number: int,
+        chunk: bytes,
+        parts: builtins.list[dict[str, Any]],
+        failures: builtins.list[_StoreAnswer | _Unreachable],
+        group: anyio.abc.TaskGroup,
     ) -> None:
+        """Upload one part; a failure is recorded (not raised: the caller maps it like any
+        other request's) and stops the other parts."""
         call = functools.partial(self._upload_part_sync, key, upload, number, chunk)
-        etag = await anyio.to_thread.run_sync(self._guarded, call, limiter=self._upload_limiter)
+        try:
+            etag = await anyio.to_thread.run_sync(self._guarded, call, limiter=self._upload_limiter)
+        except (_StoreAnswer, _Unreachable) as error:
+            failures.append(error)
+            group.cancel_scope.cancel()
+            return
         parts.append({"PartNumber": number, "ETag": etag})
 
     async def _prune(self, scope_key: str, key: str) -> None:
