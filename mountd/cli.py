@@ -69,7 +69,7 @@ What is served:
                  writable in-memory /tmp that is the agent's per-turn scratch
                  (`mountd turn begin|end`)
   SPEC           a TOML file describing the tree (layers: temp, dir, empty, union, overlay,
-                 host, cow; see docs/spec.md); checked completely before anything is mounted
+                 host, cow, s3; see docs/spec.md); checked completely before anything is mounted
   --factory      a Python function returning a vfs.FileSystem (sync or async, no arguments),
                  imported as package.module:function with the current directory on sys.path
 

@@ -215,7 +215,7 @@ def test_spec_cow_layer(tmp_path: Path) -> None:
         (
             '[root]\ntype = "cow"\nlower = { type = "tmpp" }\n',
             's.toml: root.lower.type: unknown layer type "tmpp" (expected one of: temp, dir, '
-            'empty, union, overlay, host, cow; did you mean "temp"?)',
+            'empty, union, overlay, host, cow, s3; did you mean "temp"?)',
         ),
         (
             '[root]\ntype = "cow"\nlower = { type = "temp" }\nuper = { type = "temp" }\n',
