@@ -22,7 +22,9 @@ the one serving a mount, never waits on the network):
   ``CompleteMultipartUpload`` carries the precondition: parts are invisible until completion, so a
   failed or interrupted upload never shows, and the precondition is checked atomically at the end.
   An unconditional write first checks the path is not a directory and that no parent is a file
-  (from the cache when it knows, else one probe per unknown level).
+  (from the cache when it knows, else one probe per unknown level); when that finds no file
+  there, the write is create-only, so a name another host created meanwhile is never replaced
+  unseen (``ESTALE``; through a mount the kernel then looks the name up again and retries).
 - ``delete``: ``DeleteObject`` with ``If-Match`` (or, with ``conditional_delete=False``, for stores
   that ignore it, a probe and compare first: best effort, a writer landing in between is lost).
   S3 deletes of missing keys succeed, so an unconditional delete probes first to raise
@@ -268,13 +270,14 @@ class S3HostFiles:
         scope_key = _scope_key(scope)
         key = _key(scope_key, path)
         data = bytes(content)
-        if if_match is None:
-            # A compare-and-swap names an existing file; anything else may be a new name.
-            await self._check_writable(scope_key, path, key)
+        # A compare-and-swap names an existing file; anything else may be a new name. A write
+        # of a name believed new is create-only: if another host made it meanwhile, this write
+        # must not replace what nobody here has seen (it fails with ESTALE instead).
+        new = if_match is None and await self._check_writable(scope_key, path, key)
         conditions: dict[str, str] = {}
         if if_match is not None:
             conditions["IfMatch"] = if_match
-        if if_none_match:
+        if if_none_match or new:
             conditions["IfNoneMatch"] = "*"
         ticket = self._cache.ticket()
         try:
@@ -362,21 +365,23 @@ class S3HostFiles:
         await self._report([key] if self._cache.observe(key, meta, ticket) else [])
         return meta
 
-    async def _check_writable(self, scope_key: str, path: str, key: str) -> None:
-        """Refuse a write onto a directory or beneath a file (``HostFilesApi``'s rule)."""
+    async def _check_writable(self, scope_key: str, path: str, key: str) -> bool:
+        """Refuse a write onto a directory or beneath a file (``HostFilesApi``'s rule); whether
+        the name is new (as far as the cache or a probe can tell)."""
         meta = await self._meta(path, key, writing=True)
         if meta.kind == "directory":
             raise IsADirectoryError(path)
         if meta.kind == "file":
-            return  # an existing file: its parents are directories
+            return False  # an existing file: its parents are directories
         for directory in ancestor_keys(key):
             if directory == scope_key or not directory.startswith(scope_key):
-                return
+                break
             found = await self._meta(path, directory, writing=True)
             if found.kind == "directory":
-                return
+                break
             if found.kind == "file":
                 raise NotADirectoryError(path)
+        return True
 
     async def _put_multipart(self, key: str, data: bytes, conditions: dict[str, str]) -> str:
         upload = (await self._ask(self._create_upload_sync, key))["UploadId"]

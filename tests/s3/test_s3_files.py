@@ -89,6 +89,30 @@ def test_a_lost_race_is_estale_and_never_overwrites(s3: Store, backend: str) -> 
     run(backend, body)
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_name_believed_new_is_created_never_replaced(s3: Store, backend: str) -> None:
+    """A write of a name the cache says is missing is create-only: when another host made the
+    file meanwhile, the write fails (ESTALE) instead of replacing bytes nobody here has seen."""
+    scope = s3.scope()
+    put(s3, scope, "/d/old.txt", b"old")
+    tree = vfs.host_fs(s3.files(metadata_ttl=30.0), scope)
+
+    async def body() -> None:
+        assert [e.path async for e in tree.list("/d")] == ["/d/old.txt"]
+        assert (await tree.stat("/d/new.txt")).kind == "missing"  # from the listing
+        put(s3, scope, "/d/new.txt", b"theirs")
+        with pytest.raises(vfs.WriteFailedError) as caught:
+            await tree.write("/d/new.txt", "mine")
+        assert caught.value.errno == errno.ESTALE
+        assert get(s3, scope, "/d/new.txt") == b"theirs"
+        # The failure made the cache ask again: the file is seen, read, then replaced knowingly.
+        assert await tree.read("/d/new.txt") == "theirs"
+        await tree.write("/d/new.txt", "mine")
+        assert get(s3, scope, "/d/new.txt") == b"mine"
+
+    run(backend, body)
+
+
 def test_preconditions_of_the_files_api(s3: Store) -> None:
     scope = s3.scope()
     files = s3.files()

@@ -70,6 +70,22 @@ def test_a_write_through_one_host_is_read_through_the_other(s3: Store, tmp_path:
         assert [item["Key"] for item in stored["Contents"]] == [f"{prefix}/notes.txt"]
 
 
+def test_creating_a_name_another_host_just_created_opens_theirs(s3: Store, tmp_path: Path) -> None:
+    """B believes ``fresh.txt`` is missing (its listing is still valid) when A creates it; B's
+    ``open(O_CREAT)`` must not blank A's file: the create-only write fails with ESTALE, the
+    kernel looks the name up again and opens A's file, and B's bytes land over A's."""
+    prefix = s3.scope("create")
+    with mounted_hosts(s3, tmp_path, prefix, 2) as (host_a, host_b):
+        a, b = host_a.path, host_b.path
+        assert sorted(os.listdir(b)) == ["scratch"]
+        (a / "fresh.txt").write_bytes(b"AAAAAAAAAA")
+        fd = os.open(b / "fresh.txt", os.O_WRONLY | os.O_CREAT)
+        os.write(fd, b"BB")
+        os.close(fd)
+        stored = s3.client.get_object(Bucket=s3.bucket, Key=f"{prefix}/fresh.txt")["Body"]
+        assert stored.read() == b"BBAAAAAAAA"
+
+
 ROUNDS = 4
 SIZE = 48
 
