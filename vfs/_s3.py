@@ -157,6 +157,7 @@ class S3HostFiles:
             if client is not None
             else _make_client(endpoint_url, region, connect_timeout, read_timeout)
         )
+        _require_conditional_writes(self._client)
 
     def __repr__(self) -> str:
         where = f", endpoint_url={self.endpoint_url!r}" if self.endpoint_url else ""
@@ -614,6 +615,19 @@ def _make_client(
     )
     session = boto3.session.Session()
     return session.client("s3", endpoint_url=endpoint_url, region_name=region, config=config)
+
+
+def _require_conditional_writes(client: Any) -> None:
+    """Refuse a botocore too old to send ``If-Match`` on writes (it would reject the parameter
+    on every compare-and-swap, long after the tree was built)."""
+    model = client.meta.service_model
+    for operation in ("PutObject", "CompleteMultipartUpload", "DeleteObject"):
+        if "IfMatch" not in model.operation_model(operation).input_shape.members:
+            version = importlib.import_module("botocore").__version__
+            raise RuntimeError(
+                f"S3HostFiles needs boto3 >= 1.36 for conditional writes ({operation} has no "
+                f"IfMatch in botocore {version})"
+            )
 
 
 def _scope_key(scope: str) -> str:

@@ -2,10 +2,11 @@
 
 Theory of operation
 -------------------
-``weed`` is the session's :class:`tests.s3.weed.WeedServer` (about 8 s to start fresh). A test
-that kills it (the outage tests) restarts it before it ends; the function-scoped ``store``
-fixture restarts it too if an earlier test left it dead, so one failure does not cascade. When
-weed cannot start, every test that needs it fails with the server's log: nothing skips.
+``weed`` is the session's :class:`tests.s3.weed.WeedServer` (4 to 8 s to start fresh). A test
+that kills it (the outage test) restarts it before it ends; the function-scoped ``s3`` fixture
+restarts it too if an earlier test left it dead, so one failure does not cascade. When weed
+cannot start (or is not installed), every test that needs it fails with the reason and the
+server's log: nothing skips.
 
 ``s3`` is a :class:`Store`: the server, one shared boto3 client (making a client costs ~50 ms)
 and the bucket. Each test takes a fresh scope (key prefix) of its own with ``store.scope()``.
