@@ -68,6 +68,9 @@ def test_a_write_through_one_host_is_read_through_the_other(s3: Store, tmp_path:
         assert not (b / "scratch" / "local.txt").exists()
         stored = s3.client.list_objects_v2(Bucket=s3.bucket, Prefix=prefix + "/")
         assert [item["Key"] for item in stored["Contents"]] == [f"{prefix}/notes.txt"]
+        # Invalidations sent from inside requests never waited on a kernel lock.
+        for host in (host_a, host_b):
+            assert "still blocked" not in host.log(), host.log()
 
 
 def test_creating_a_name_another_host_just_created_opens_theirs(s3: Store, tmp_path: Path) -> None:
@@ -124,6 +127,8 @@ def test_concurrent_writers_exactly_one_wins_each_round(s3: Store, tmp_path: Pat
         time.sleep(trees.TTL + 0.1)
         for root in mounts.values():
             assert (root / "race.txt").read_bytes() == current
+        for host in (host_a, host_b):
+            assert "still blocked" not in host.log(), host.log()
 
 
 def race(
