@@ -63,6 +63,7 @@ class Node:
         "name",
         "opens",
         "parent",
+        "written",
     )
 
     def __init__(self, ino: int, name: str, parent: Node | None, info: FileInfo | None) -> None:
@@ -80,6 +81,8 @@ class Node:
         # (building them costs more than comparing two FileInfos; see mountd._ops).
         self.attrs: pyfuse3.EntryAttributes | None = None
         self.attrs_of: FileInfo | None = None
+        # Written through the mount since it was last opened (see mountd._ops, keep_cache).
+        self.written = False
 
     def __repr__(self) -> str:
         return (

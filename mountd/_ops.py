@@ -42,9 +42,11 @@ Decisions a reader may question:
   until the kernel forgets the inode: a reader that resolved the name just before the rename
   then still opens the old file, as on tmpfs, instead of failing. Other detached inodes answer
   ``open`` with ``ESTALE``, which makes the kernel redo the path walk once.
-- Open files keep the kernel's page cache (``keep_cache``); changes made outside the mount drop it
-  through the invalidation path (``mountd._invalidate``). ``direct_io`` is never used: it breaks
-  shared ``mmap``, which sqlite and git need.
+- Open files keep the kernel's page cache (``keep_cache``), except the first open after a write
+  through the mount: a write leaves valid only the pages it covered whole, and reading such a
+  patchwork costs a request per gap, so that open drops the pages once. Changes made outside
+  the mount drop the cache through the invalidation path (``mountd._invalidate``).
+  ``direct_io`` is never used: it breaks shared ``mmap``, which sqlite and git need.
 """
 
 from __future__ import annotations
@@ -479,7 +481,12 @@ class Operations(pyfuse3.Operations):
         handle = self.handles.add_file(node, file, flags)
         handle.shared = shared
         self.inodes.pin(node)
-        return pyfuse3.FileInfo(fh=handle.fh, keep_cache=True, direct_io=False)
+        # After writes through the mount the kernel holds a patchwork of pages (only those a
+        # write covered whole are valid), and a reader then needs a request per gap: the next
+        # open drops them once, so the file comes back in whole read requests.
+        keep = not node.written
+        node.written = False
+        return pyfuse3.FileInfo(fh=handle.fh, keep_cache=keep, direct_io=False)
 
     @_request(write=True)
     async def create(
@@ -512,6 +519,7 @@ class Operations(pyfuse3.Operations):
     async def write(self, fh: int, off: int, buf: bytes) -> int:
         handle = self.handles.file(fh)
         handle.dirty = True
+        handle.node.written = True
         done = 0
         view = memoryview(buf)
         while done < len(buf):

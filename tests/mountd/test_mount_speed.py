@@ -167,3 +167,25 @@ def test_kernel_attributes_are_built_once_per_distinct_file_info() -> None:
     assert Operations(
         vfs.posix_view(EightVerbTree()), attrs=AttrPolicy(uid=0, gid=0), origin=object()
     ).forwards_flush
+
+
+@pytest.mark.mount
+@pytest.mark.timeout(120)
+def test_a_file_written_in_pieces_is_read_back_in_whole_requests(tmp_path: Path) -> None:
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    data = os.urandom(40_000)
+    with mount_process(compositions.temp, mnt) as mounted_tree:
+        fd = os.open(mnt / "f", os.O_WRONLY | os.O_CREAT, 0o644)
+        try:
+            for offset in range(0, len(data), 10_000):  # pages straddle the writes
+                os.pwrite(fd, data[offset : offset + 10_000], offset)
+        finally:
+            os.close(fd)
+        os.utime(mnt / "f", ns=(1, 1))  # as tar does: the kernel learns the attributes anew
+        before = mounted_tree.stats()["counters"].get("read", 0)
+        assert (mnt / "f").read_bytes() == data
+        first = mounted_tree.stats()["counters"].get("read", 0)
+        assert first - before == 1  # not one request per page the writes left partial
+        assert (mnt / "f").read_bytes() == data
+        assert mounted_tree.stats()["counters"].get("read", 0) == first  # then kept cached
