@@ -103,6 +103,7 @@ from ._hostdisk import (
     have_openat2,
     list_fd,
     list_info_fd,
+    memory_backed,
     openat2,
     os_error,
     raise_errno,
@@ -943,10 +944,11 @@ class DiskFile:
     """An open file of a :class:`DirFileSystem`: a real descriptor, so it keeps reading and
     writing the file it opened after a rename or unlink of its name."""
 
-    __slots__ = ("_fd", "_observers", "_path", "_read_only")
+    __slots__ = ("_fd", "_in_memory", "_observers", "_path", "_read_only")
 
     def __init__(self, fd: int, path: str, observers: Observers, *, read_only: bool) -> None:
         self._fd = fd
+        self._in_memory: bool | None = None  # on tmpfs/ramfs (decided at the first fsync)
         self._path = path
         self._observers = observers
         self._read_only = read_only
@@ -988,7 +990,12 @@ class DiskFile:
         fd = self._live()
         sync = os.fdatasync if datasync else os.fsync
         try:
-            await anyio.to_thread.run_sync(sync, fd)
+            if self._in_memory is None:
+                self._in_memory = memory_backed(fd)
+            if self._in_memory:
+                sync(fd)  # nothing to wait for: a thread hop would cost more than the call
+            else:
+                await anyio.to_thread.run_sync(sync, fd)
         except OSError as error:
             raise os_error(error, self._path) from None
 

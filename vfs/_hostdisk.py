@@ -47,6 +47,7 @@ import re
 import secrets
 import stat
 import struct
+import sys
 import threading
 from collections.abc import AsyncGenerator, Callable, Generator, Iterator
 from dataclasses import dataclass
@@ -217,6 +218,23 @@ def renameat2(src_dir: int, src: str, dst_dir: int, dst: str, flags: int) -> Non
         _check(_syscall(ctypes.c_long(_SYS_RENAMEAT2), *args))
     else:
         raise_errno(errno.EINVAL)
+
+
+_MEMORY_FS_TYPES = frozenset({0x01021994, 0x858458F6})  # TMPFS_MAGIC, RAMFS_MAGIC
+_fstatfs = _LIBC.fstatfs
+_fstatfs.restype = ctypes.c_int
+_fstatfs.argtypes = [ctypes.c_int, ctypes.c_void_p]
+
+
+def memory_backed(fd: int) -> bool:
+    """Whether ``fd`` lives on a file system that keeps data in memory only (tmpfs, ramfs),
+    where ``fsync`` returns at once and need not go to a worker thread."""
+    buffer = ctypes.create_string_buffer(256)  # struct statfs (120 bytes on 64-bit Linux)
+    if _fstatfs(fd, buffer) != 0:
+        return False
+    width = ctypes.sizeof(ctypes.c_long)  # f_type (__fsword_t) comes first
+    f_type = int.from_bytes(buffer.raw[:width], sys.byteorder) & 0xFFFFFFFF
+    return f_type in _MEMORY_FS_TYPES
 
 
 @functools.cache

@@ -932,3 +932,35 @@ def test_resolvers_agree_and_stay_inside(links: list[tuple[str, str]], paths: li
             assert snapshot(outside) == before
 
         run("trio", body)
+
+
+def test_fsync_stays_on_the_loop_only_for_memory_file_systems(backend: str) -> None:
+    from vfs._hostdisk import memory_backed
+
+    types = {
+        line.split()[1]: line.split()[2] for line in Path("/proc/mounts").read_text().splitlines()
+    }
+    fd = os.open("/dev/shm", os.O_RDONLY)
+    try:
+        assert memory_backed(fd) is (types.get("/dev/shm") == "tmpfs")
+    finally:
+        os.close(fd)
+    fd = os.open("/proc", os.O_RDONLY)
+    try:
+        assert memory_backed(fd) is False
+    finally:
+        os.close(fd)
+
+    async def body() -> None:
+        with tempfile.TemporaryDirectory(dir="/dev/shm") as shm:
+            fs = DirFileSystem(shm)
+            handle = await fs.open("/f", write=True, create=True)
+            try:
+                await handle.write(0, b"data")
+                await handle.fsync()
+                await handle.fsync(datasync=True)
+            finally:
+                await handle.close()
+            assert await fs.read("/f") == "data"
+
+    run(backend, body)
