@@ -504,9 +504,7 @@ def _build_host(layer: HostLayer) -> vfs.FileSystem:
 
 
 def _build_s3(layer: S3Layer) -> vfs.FileSystem:
-    from vfs._s3 import S3HostFiles  # boto3 is optional: imported only for an s3 layer
-
-    files = S3HostFiles(
+    files = vfs.S3HostFiles(
         layer.bucket,
         endpoint_url=layer.endpoint,
         region=layer.region,

@@ -36,6 +36,7 @@ from ._overlay import overlay_fs
 from ._paths import is_under, normalize_path
 from ._policy import Policy, PolicyDeniedError, PolicyFileSystem, Rule, policy_fs, repository_policy
 from ._posix_view import posix_view
+from ._s3 import S3HostFiles
 from ._temp import temp_fs
 from ._types import (
     Change,
@@ -93,6 +94,7 @@ __all__ = [
     "PosixFileSystem",
     "ReadOnlyMountError",
     "Rule",
+    "S3HostFiles",
     "SearchQuery",
     "SearchResult",
     "TreeChange",
