@@ -487,14 +487,14 @@ class DirFileSystem:
         self._refuse_read_only(path)
         if path == ROOT:
             raise PathError(path, errno=errno.EBUSY)
-        await self._remove(path, lambda dirfd, name: os.rmdir(name, dir_fd=dirfd))
+        await self._remove(path, lambda dirfd, name: os.rmdir(name, dir_fd=dirfd), forget=True)
 
     async def unlink(self, path: str) -> None:
         path = normalize_path(path)
         self._refuse_read_only(path)
         if path == ROOT:
             raise IsADirectoryError(path)
-        await self._remove(path, lambda dirfd, name: os.unlink(name, dir_fd=dirfd))
+        await self._remove(path, lambda dirfd, name: os.unlink(name, dir_fd=dirfd), forget=False)
 
     async def rename(
         self, src: str, dst: str, *, noreplace: bool = False, exchange: bool = False
@@ -659,8 +659,16 @@ class DirFileSystem:
     def _forget_dirs(self, *paths: str) -> None:
         """Close the cached directories at or under ``paths`` (they moved or went away)."""
         cache = self._dirs
-        for key in [key for key in cache if any(is_under(key, path) for path in paths)]:
-            os.close(cache.pop(key).fd)
+        if not cache:
+            return
+        for path in paths:
+            if path == ROOT:
+                stale = list(cache)
+            else:
+                below = path + "/"
+                stale = [key for key in cache if key == path or key.startswith(below)]
+            for key in stale:
+                os.close(cache.pop(key).fd)
 
     def _in_parent(self, path: str, guard: GuardView | None) -> tuple[int, str] | None:
         """``(cached directory fd, final name)`` of a path other than the root, when its parent
@@ -930,13 +938,14 @@ class DirFileSystem:
             created = created or current
         return created
 
-    async def _remove(self, path: str, remove: Callable[[int, str], None]) -> None:
+    async def _remove(self, path: str, remove: Callable[[int, str], None], *, forget: bool) -> None:
         try:
             with self._at(path, self._guards(), denied=path) as (dirfd, name):
                 remove(dirfd, name)
         except OSError as error:
             raise os_error(error, path) from None
-        self._forget_dirs(path)
+        if forget:
+            self._forget_dirs(path)
         await self._observers.emit(path, "entry")
 
 
