@@ -35,8 +35,8 @@ from typing import Any, Literal, NoReturn
 
 import vfs
 from vfs._capabilities import buffers_writes, list_info_of
+from vfs._merge import aclose
 from vfs._paths import ROOT, normalize_path, split_path
-from vfs._pushdown import aclose
 from vfs._types import ChangeCallback
 
 SYSTEM_DIRS = ("usr", "etc", "proc", "dev")

@@ -77,7 +77,7 @@ from ._errors import (
     PermissionDeniedError,
 )
 from ._match import compile_grep
-from ._merge import grep_key, merge_sorted, search_key, take
+from ._merge import aclose, grep_key, merge_sorted, search_key, take
 from ._paths import (
     ROOT,
     base_name,
@@ -88,7 +88,7 @@ from ._paths import (
     split_path,
 )
 from ._posix_view import posix_view
-from ._pushdown import aclose, refilled
+from ._pushdown import refilled
 from ._temp import temp_fs
 from ._types import (
     MISSING,

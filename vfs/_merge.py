@@ -41,7 +41,7 @@ async def merge_sorted(
                 heapq.heapreplace(heap, (key(following), index, following))
     finally:
         for iterator in iterators:
-            await _close(iterator)
+            await aclose(iterator)
 
 
 async def unique_by_path(source: AsyncIterable[T]) -> AsyncIterator[T]:
@@ -54,7 +54,7 @@ async def unique_by_path(source: AsyncIterable[T]) -> AsyncIterator[T]:
                 previous = path
                 yield item
     finally:
-        await _close(source)
+        await aclose(source)
 
 
 async def take(source: AsyncIterable[T], limit: int | None) -> AsyncIterator[T]:
@@ -73,10 +73,10 @@ async def take(source: AsyncIterable[T], limit: int | None) -> AsyncIterator[T]:
             if count >= limit:
                 return
     finally:
-        await _close(source)
+        await aclose(source)
 
 
-async def _close(source: object) -> None:
+async def aclose(source: object) -> None:
     """Close a source that is an async generator (or anything with ``aclose``), once we stop."""
     close = getattr(source, "aclose", None)
     if close is not None:

@@ -43,10 +43,10 @@ from typing import Any, NoReturn, TypeVar
 from ._capabilities import list_info_of
 from ._errors import FileNotFoundError, PathError, ReadOnlyMountError
 from ._match import compile_grep
-from ._merge import grep_key, merge_sorted, path_key, search_key, take, unique_by_path
+from ._merge import aclose, grep_key, merge_sorted, path_key, search_key, take, unique_by_path
 from ._paths import ROOT, normalize_path
 from ._posix_view import posix_view
-from ._pushdown import aclose, refilled
+from ._pushdown import refilled
 from ._types import (
     MISSING,
     Change,

@@ -60,9 +60,10 @@ import pathspec
 from ._capabilities import buffers_writes, list_info_of
 from ._errors import PathError, PermissionDeniedError
 from ._match import compile_grep
+from ._merge import aclose
 from ._paths import ROOT, is_under, join_path, normalize_path, parent_path, split_path
 from ._posix_view import posix_view
-from ._pushdown import aclose, refilled
+from ._pushdown import refilled
 from ._types import (
     Change,
     ChangeCallback,

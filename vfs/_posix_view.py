@@ -53,9 +53,8 @@ from ._errors import (
     NotSupportedError,
     PathError,
 )
-from ._merge import merge_sorted, path_key, unique_by_path
+from ._merge import aclose, merge_sorted, path_key, unique_by_path
 from ._paths import ROOT, is_strictly_under, is_under, join_path, normalize_path, parent_path
-from ._pushdown import aclose, relay
 from ._types import (
     ChangeCallback,
     ChangeKind,
@@ -225,7 +224,7 @@ class PosixView:
         )
         sources = [self._fs.list(path), _entries(pending)]
         merged = merge_sorted(sources, path_key)
-        return relay(unique_by_path(merged), merged, *sources)
+        return unique_by_path(merged)
 
     async def stat(self, path: str) -> FileInfo:
         path = normalize_path(path)

@@ -20,14 +20,9 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TypeVar
 
+from ._merge import aclose
+
 T = TypeVar("T")
-
-
-async def aclose(iterator: object) -> None:
-    """Close an async iterator if it can be closed (async generators can)."""
-    close = getattr(iterator, "aclose", None)
-    if close is not None:
-        await close()
 
 
 async def refilled(
@@ -61,20 +56,3 @@ async def refilled(
         if limit is None or cap is None or raw < limit or kept >= cap:
             return
         limit *= 2
-
-
-async def relay(source: AsyncIterator[T], *wrapped: AsyncIterator[object]) -> AsyncIterator[T]:
-    """``source``'s items; on exit closes ``source``, then the streams it wraps.
-
-    ``unique_by_path`` and ``take`` do not close the stream they wrap when closed early, nor does
-    ``merge_sorted`` with a single source, and an async generator left unclosed is a
-    ``ResourceWarning`` under trio: pass every stream built for ``source`` in ``wrapped``
-    (closing a finished or unstarted one is a no-op).
-    """
-    try:
-        async for item in source:
-            yield item
-    finally:
-        await aclose(source)
-        for inner in wrapped:
-            await aclose(inner)

@@ -64,7 +64,7 @@ from ._errors import (
     PathError,
 )
 from ._match import GlobPlan, compile_glob, compile_grep, compile_grep_glob
-from ._merge import grep_key, merge_sorted, path_key, search_key, take, unique_by_path
+from ._merge import aclose, grep_key, merge_sorted, path_key, search_key, take, unique_by_path
 from ._paths import (
     ROOT,
     add_prefix,
@@ -75,7 +75,7 @@ from ._paths import (
     strip_prefix,
 )
 from ._posix_view import posix_view
-from ._pushdown import aclose, refilled, relay
+from ._pushdown import refilled
 from ._types import (
     MISSING,
     Change,
@@ -181,7 +181,7 @@ async def _directories(paths: Iterable[str]) -> AsyncIterator[DirEntry]:
 def _merged_unique(sources: list[AsyncIterator[DirEntry]]) -> AsyncIterator[DirEntry]:
     """One entry per path, the earlier source winning (``merge_sorted`` keeps source order)."""
     merged = merge_sorted(sources, path_key)
-    return relay(unique_by_path(merged), merged, *sources)
+    return unique_by_path(merged)
 
 
 async def _filtered(
@@ -455,7 +455,7 @@ class UnionFileSystem:
                 child = replace(query, path=ROOT, glob=None if with_slash else pattern)
                 sources.append(self._grep_mount(other, child, other.nested, file_filter, path))
         merged = merge_sorted(sources, grep_key)
-        return relay(take(merged, cap), merged, *sources)
+        return take(merged, cap)
 
     def _grep_mount(
         self,
@@ -510,7 +510,7 @@ class UnionFileSystem:
         for other in beneath:
             sources.append(self._search_mount(other, replace(query, path=ROOT), other.nested))
         merged = merge_sorted(sources, search_key)
-        return relay(take(merged, cap), merged, *sources)
+        return take(merged, cap)
 
     def _search_mount(
         self, mount: _Mount, query: SearchQuery, shadowed: bool
