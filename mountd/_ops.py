@@ -65,7 +65,7 @@ import pyfuse3
 
 from vfs import FileInfo, OpenFile, PosixFileSystem, change_origin
 from vfs._capabilities import buffers_writes, list_info_of
-from vfs._paths import NAME_MAX, ROOT, join_path
+from vfs._paths import NAME_MAX, join_path
 
 from ._attrs import BLOCK_SIZE, AttrPolicy
 from ._errno import errno_for
@@ -573,8 +573,8 @@ class Operations(pyfuse3.Operations):
         entries: list[tuple[str, FileInfo | None]] = [(".", None), ("..", None)]
         path = self.inodes.path(node)
         if path is not None:  # a removed directory lists as empty
-            cut = len(path) + 1 if path != ROOT else 1
-            entries.extend((entry.path[cut:], info) for entry, info in await self._list_info(path))
+            listed = await self._list_info(path)
+            entries.extend((entry.path.rpartition("/")[2], info) for entry, info in listed)
         return entries
 
     @_request()
@@ -599,12 +599,15 @@ class Operations(pyfuse3.Operations):
                 ):
                     return
                 continue  # "." and ".." are never counted as lookups
-            if path is None:
-                return  # removed since the snapshot
             if not fresh:
+                path = self.inodes.path(node)  # again: the lstat below may let others run
+                if path is None:
+                    return  # removed since the snapshot
                 info = await self.fs.lstat(join_path(path, name))
                 if not info.exists:
                     continue  # removed since the snapshot
+            elif path is None:
+                return  # removed since the snapshot
             child = self.inodes.child(node, name, info)
             if not pyfuse3.readdir_reply(
                 token, name.encode("utf-8", "surrogateescape"), self._entry(child, info), index + 1
