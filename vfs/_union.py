@@ -529,6 +529,15 @@ class UnionFileSystem:
 
     # The POSIX extension.
 
+    async def _new_name(self, path: str) -> tuple[_Mount, str]:
+        """The mount and child path where ``path`` is about to be created (mkdir, symlink): a
+        mount point or its ancestor already exists, and the parent is made in the child first."""
+        if path in self._synthesized:
+            raise FileExistsError(path)
+        mount = self._covering(path)
+        await self._ensure_parent(mount, path)
+        return mount, strip_prefix(path, mount.prefix)
+
     async def _ensure_parent(self, mount: _Mount, path: str) -> None:
         """Before creating ``path``: a parent that only the mount table makes a directory (it
         holds a deeper mount) is created in the covering child, as ``write`` would, so that what
@@ -585,12 +594,7 @@ class UnionFileSystem:
     async def mkdir(
         self, path: str, mode: int = 0o755, *, uid: int | None = None, gid: int | None = None
     ) -> None:
-        path = normalize_path(path)
-        if path in self._synthesized:
-            raise FileExistsError(path)
-        mount = self._covering(path)
-        await self._ensure_parent(mount, path)
-        child = strip_prefix(path, mount.prefix)
+        mount, child = await self._new_name(normalize_path(path))
         await _guarded(mount.prefix, mount.view.mkdir(child, mode, uid=uid, gid=gid))
 
     async def rmdir(self, path: str) -> None:
@@ -662,12 +666,7 @@ class UnionFileSystem:
     async def symlink(
         self, path: str, target: str, *, uid: int | None = None, gid: int | None = None
     ) -> None:
-        path = normalize_path(path)
-        if path in self._synthesized:
-            raise FileExistsError(path)
-        mount = self._covering(path)
-        await self._ensure_parent(mount, path)
-        child = strip_prefix(path, mount.prefix)
+        mount, child = await self._new_name(normalize_path(path))
         await _guarded(mount.prefix, mount.view.symlink(child, target, uid=uid, gid=gid))
 
     async def readlink(self, path: str) -> str:
