@@ -51,18 +51,24 @@ import trio
 import vfs
 from vfs._audit import AuditLog, audited_fs
 from vfs._cow import CowFileSystem
-from vfs._cow_changes import select
 from vfs._cow_meta import CowConflictError, TreeChange
 from vfs._paths import ROOT, add_prefix, is_under
 from vfs._policy import Policy, PolicyFileSystem, policy_fs, repository_policy
-from vfs._union import UnionFileSystem
 
 from . import MountOptions, mounted
 from . import _registry as registry
+from ._review import (
+    CHANGE_LETTERS,
+    GIT_DIR,
+    CowAt,
+    apply_unprotected,
+    find_cows,
+    in_git,
+    outside_git,
+)
 from ._sandbox import SystemEntry, conflicts, host_layout, sandbox_root
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-GIT_DIR = "/.git"
 
 # What a minimal /etc holds (those the host has): users, name resolution, TLS roots, the dynamic
 # linker's cache, Debian's alternatives (/usr/bin/awk and friends point there), time zone,
@@ -131,29 +137,6 @@ class RunRequest:
     net: bool = False
     audit: str | None = None
     cwd: str = ROOT  # the command's directory inside the sandbox
-
-
-@dataclass(frozen=True)
-class CowAt:
-    """A copy-on-write layer found in the served tree, and the prefix it is mounted at."""
-
-    prefix: str
-    cow: CowFileSystem
-
-
-def find_cows(tree: object, prefix: str = ROOT) -> list[CowAt]:
-    """The copy-on-write layers inside a composition of known wrappers, with their prefixes."""
-    if isinstance(tree, CowFileSystem):
-        return [CowAt(prefix, tree)]
-    if isinstance(tree, UnionFileSystem):
-        found = []
-        for mount, child in tree.mounts.items():
-            found += find_cows(child, add_prefix(mount, prefix) if mount != ROOT else prefix)
-        return found
-    inner = getattr(tree, "tree", None)
-    if inner is not None and inner is not tree:
-        return find_cows(inner, prefix)
-    return []
 
 
 def bwrap_path() -> str:
@@ -343,7 +326,7 @@ async def _report(
         changes = [change async for change in found.cow.changes()]
         _say(_summary(found.prefix, changes, status))
         if request.diff:
-            outside = _outside_git(changes)
+            outside = outside_git(changes)
             if outside:
                 text = await found.cow.diff(outside)
                 sys.stdout.write(text if not text or text.endswith("\n") else text + "\n")
@@ -361,7 +344,7 @@ async def _report(
         return status
     for found in cows:
         try:
-            applied, kept = await _apply(found, policy)
+            applied, kept = await apply_unprotected(found, policy)
         except CowConflictError as error:
             _say(
                 f"nothing applied: {error} ({len(error.paths)} conflicting path(s): "
@@ -378,27 +361,8 @@ async def _report(
     return status
 
 
-def _outside_git(changes: list[TreeChange]) -> list[str]:
-    return [c.path for c in changes if not _in_git(c)]
-
-
-def _in_git(change: TreeChange) -> bool:
-    return is_under(change.path, GIT_DIR) or (
-        change.old_path is not None and is_under(change.old_path, GIT_DIR)
-    )
-
-
-CHANGE_LETTERS = {
-    "added": "A",
-    "modified": "M",
-    "deleted": "D",
-    "renamed": "R",
-    "mode_changed": "m",
-}
-
-
 def _summary(prefix: str, changes: list[TreeChange], status: int) -> str:
-    shown = [c for c in changes if not _in_git(c)]
+    shown = [c for c in changes if not in_git(c)]
     git = len(changes) - len(shown)
     where = "" if prefix == ROOT else f" at {prefix}"
     count = f"{len(changes)} change{'s' if len(changes) != 1 else ''}"
@@ -417,49 +381,6 @@ def _summary(prefix: str, changes: list[TreeChange], status: int) -> str:
             f"{git} change{'s' if git != 1 else ''} (git's own files)"
         )
     return "\n".join(lines)
-
-
-def protected(change: TreeChange, prefix: str, policy: Policy | None) -> bool:
-    """Whether ``--apply`` must leave ``change`` out: the repository policy protects it (in the
-    cow's own coordinates), or the run's policy did not grant write there."""
-    repository = repository_policy()
-    directory = change.entry == "directory"
-    for path in (change.path, change.old_path):
-        if path is None:
-            continue
-        if repository.access(path, directory=directory) != "write":
-            return True
-        if policy is not None:
-            full = add_prefix(path, prefix) if prefix != ROOT else path
-            if policy.access(full, directory=directory) != "write":
-                return True
-    return False
-
-
-async def _apply(found: CowAt, policy: Policy | None) -> tuple[list[TreeChange], list[str]]:
-    """Apply every change that is not protected; return what was applied and what was kept."""
-    changes = [change async for change in found.cow.changes()]
-    keep = [c for c in changes if protected(c, found.prefix, policy)]
-    chosen = [c for c in changes if c not in keep]
-    # Applying a directory's path applies everything beneath it: leave out directories that
-    # would carry a protected change along (their entries are listed, and applied, one by one).
-    chosen = [
-        c
-        for c in chosen
-        if c.entry != "directory"
-        or not any(
-            is_under(k.path, c.path) or (k.old_path is not None and is_under(k.old_path, c.path))
-            for k in keep
-        )
-    ]
-    paths = [c.path for c in chosen]
-    if not paths:
-        return [], [c.path for c in keep]
-    carried = [c.path for c in select(changes, paths) if c in keep]
-    if carried:  # (not expected: every change has its own path) refuse rather than write them
-        raise RunFailure(f"applying would also write protected paths: {', '.join(carried)}")
-    applied = await found.cow.apply(paths)
-    return applied, [c.path for c in keep]
 
 
 def _lower_name(cow: CowFileSystem) -> str:

@@ -20,7 +20,8 @@ import anyio
 import pytest
 
 import vfs
-from mountd._run import GIT_GLOBAL_IN_SANDBOX, bwrap_argv, find_cows, protected
+from mountd._review import find_cows, protected
+from mountd._run import GIT_GLOBAL_IN_SANDBOX, bwrap_argv
 from mountd._sandbox import SandboxRoot, SystemEntry, conflicts, host_layout, sandbox_root
 from mountd._spec import CowLayer, DirLayer, SpecError, TempLayer, build, describe, parse_spec
 from vfs._audit import read_audit_file
