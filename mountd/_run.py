@@ -40,6 +40,7 @@ import logging
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -290,8 +291,13 @@ async def _run(request: RunRequest, bwrap: str) -> int:
 
 
 async def _run_command(argv: list[str], env: dict[str, str], signals: AsyncIterator[int]) -> int:
+    # Started from this (the loop's) thread, never a worker thread: ``--die-with-parent`` is
+    # PR_SET_PDEATHSIG, which fires when the *thread* that forked bwrap exits, and trio's idle
+    # worker threads exit after 10 s (trio.lowlevel.open_process forks in one): the command
+    # was SIGKILLed 10 s into any run. Fork and exec block the loop only until bwrap has exec'd,
+    # which never touches the mount.
     try:
-        process = await trio.lowlevel.open_process(argv, env=env)
+        process = subprocess.Popen(argv, env=env)  # noqa: ASYNC220 (see above)
     except OSError as error:
         _say(f"cannot start bwrap: {error}")
         return 127
@@ -299,15 +305,29 @@ async def _run_command(argv: list[str], env: dict[str, str], signals: AsyncItera
 
         async def forward() -> None:
             async for signum in signals:
-                try:
-                    process.send_signal(signum)
-                except ProcessLookupError:
-                    return
+                process.send_signal(signum)  # (nothing once it has been reaped)
 
         nursery.start_soon(forward)
-        status = await process.wait()
-        nursery.cancel_scope.cancel()
+        try:
+            status = await _wait(process)
+        finally:
+            nursery.cancel_scope.cancel()
     return status if status >= 0 else 128 - status
+
+
+async def _wait(process: subprocess.Popen[bytes]) -> int:
+    """Wait for ``process`` without a thread: its pidfd becomes readable when it exits. If the
+    wait is cancelled, the command is killed and reaped (it must not outlive the mount)."""
+    pidfd = os.pidfd_open(process.pid)
+    try:
+        await trio.lowlevel.wait_readable(pidfd)
+    except BaseException:
+        process.kill()
+        process.wait()
+        raise
+    finally:
+        os.close(pidfd)
+    return process.wait()
 
 
 # --- after the command -------------------------------------------------------------------------
