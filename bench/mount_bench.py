@@ -311,7 +311,8 @@ class Workspace:
             self.shm = Path(tempfile.mkdtemp(prefix="agentroot-bench-", dir="/dev/shm"))
         return self.shm
 
-    def make_target(self, kind: str) -> Target:
+    def make_target(self, name: str) -> Target:
+        kind, _, option = name.partition("@")
         if kind == "tmpfs":
             root = self.kernel_dir / "plain"
             root.mkdir()
@@ -320,19 +321,21 @@ class Workspace:
             root = self.shm_dir() / "plain"
             root.mkdir()
             return Target(kind, root)
-        mountpoint = self.work / f"mnt-{kind}"
+        slug = "".join(c if c.isalnum() else "-" for c in name)
+        mountpoint = self.work / f"mnt-{slug}"
         mountpoint.mkdir()
         backing = None
         if kind == "dir":
             backing = self.kernel_dir / "backing"
             backing.mkdir()
         LOG_DIR.mkdir(exist_ok=True)
-        log = LOG_DIR / f"daemon-{kind}.log"
+        log = LOG_DIR / f"daemon-{slug}.log"
         log.write_bytes(b"")
-        daemon = Daemon(kind, mountpoint, backing, log, self.mount_options)
+        options = [*self.mount_options, *([option] if option else [])]
+        daemon = Daemon(kind, mountpoint, backing, log, options)
         self.daemons.append(daemon)
         daemon.wait_ready()
-        return Target(kind, mountpoint, daemon)
+        return Target(name, mountpoint, daemon)
 
     def close(self) -> None:
         for daemon in self.daemons:
@@ -713,9 +716,10 @@ def print_report(results: Results, targets: list[str], reps: int) -> dict[str, A
         for phase, name, error in failures:
             print(f"  {name} {phase}: {error}")
 
-    mounts = [t for t in targets if t in MOUNT_KINDS]
+    mounts = [t for t in targets if t.partition("@")[0] in MOUNT_KINDS]
     if mounts:
         print("\nFUSE requests per phase (last good repetition), daemon CPU, top ops:\n")
+        width = max(5, *map(len, mounts))
         for phase, by_target in results.items():
             for name in mounts:
                 good = [s for s in by_target.get(name, []) if s.seconds is not None]
@@ -726,7 +730,7 @@ def print_report(results: Results, targets: list[str], reps: int) -> dict[str, A
                 per = f"{s.daemon_cpu / n * 1e6:.0f} us/req" if n else "-"
                 top = ", ".join(f"{op} {c}" for op, c in list(s.requests.items())[:8])
                 print(
-                    f"  {phase:17} {name:5} {n:8d} req  cpu {fmt_seconds(s.daemon_cpu):>9}  {per:>11}  {top}"
+                    f"  {phase:17} {name:{width}} {n:8d} req  cpu {fmt_seconds(s.daemon_cpu):>9}  {per:>11}  {top}"
                 )
 
     return {
@@ -767,7 +771,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="shrink every workload by this factor (alone: 0.1) for a quick run",
     )
     p.add_argument(
-        "--targets", default="tmpfs,temp,dir", help="comma list from " + ", ".join(TARGET_KINDS)
+        "--targets",
+        default="tmpfs,temp,dir",
+        help="comma list from "
+        + ", ".join(TARGET_KINDS)
+        + "; KIND@FIELD=VALUE adds a MountOptions field to one mount (A/B runs in one bench)",
     )
     p.add_argument("--json", type=Path, help="write all samples, medians, ratios and counts here")
     p.add_argument(
@@ -787,7 +795,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args = p.parse_args(argv)
     targets = [t for t in args.targets.split(",") if t]
     for t in targets:
-        if t not in TARGET_KINDS:
+        kind, at, option = t.partition("@")
+        if kind not in TARGET_KINDS or (at and (kind not in MOUNT_KINDS or "=" not in option)):
             p.error(f"unknown target {t!r}")
     if "tmpfs" in targets:
         targets.remove("tmpfs")

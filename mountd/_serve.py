@@ -52,6 +52,8 @@ from . import _registry
 from ._attrs import AttrPolicy
 from ._invalidate import Invalidator
 from ._ops import Operations
+from ._reader import Reader
+from ._reader import installed as reader_installed
 
 log = logging.getLogger("mountd")
 
@@ -68,6 +70,8 @@ class MountOptions:
     for trees that change behind the API's back (a host directory other processes write).
     ``writeback``: let the kernel buffer writes (fewer, larger write requests); off by default,
     see ``docs/decisions/mountd-core.md``. ``debug``: libfuse's request trace on stderr.
+    ``fast_reader``: read requests with :mod:`mountd._reader` instead of pyfuse3's own loop
+    (turn off to compare, or if a pyfuse3 upgrade misbehaves with it).
     """
 
     fsname: str = "agentroot"
@@ -78,6 +82,7 @@ class MountOptions:
     negative_timeout: float = 300.0
     writeback: bool = False
     debug: bool = False
+    fast_reader: bool = True
     # Longest an API write waits for the kernel to drop its caches (see mountd._invalidate).
     invalidation_timeout: float = 10.0
     # Longest the shutdown waits for in-flight requests before cancelling them.
@@ -271,10 +276,17 @@ async def _serve_session(
     # Shielded so that cancelling serve() lets in-flight requests finish (see the docstring).
     main_scope = trio.CancelScope(shield=True)
 
+    reader: Reader | None = None
+
     async def run_main() -> None:
+        nonlocal reader
         try:
             with main_scope:
-                await pyfuse3.main()
+                async with trio.open_nursery() as workers:
+                    with reader_installed(workers, enabled=options.fast_reader) as reader:
+                        await pyfuse3.main(max_tasks=1 if reader is not None else 99)
+                        if reader is not None:
+                            reader.close()  # spares still parked: the session is over
         finally:
             main_done.set()
 
@@ -304,7 +316,10 @@ async def _serve_session(
                 if invalidator is not None:
                     await trio.to_thread.run_sync(invalidator.close, options.shutdown_timeout)
                 if not main_done.is_set():
-                    pyfuse3.terminate()
+                    if reader is not None:
+                        reader.terminate()
+                    else:
+                        pyfuse3.terminate()
                     with trio.move_on_after(options.shutdown_timeout):
                         await main_done.wait()
                     if not main_done.is_set():

@@ -1,0 +1,151 @@
+"""Reading FUSE requests without two trips through trio's scheduler per request.
+
+Theory of operation
+-------------------
+pyfuse3 (3.5) reads each request after ``_wait_fuse_readable``: it takes a ``trio.Lock`` (one
+checkpoint) and awaits ``wait_readable`` on the device (a second checkpoint, plus an
+``epoll_wait``), so every request, however cheap its handler, pays for two rounds of trio's run
+loop: a large share of the ~60 us of daemon CPU a request costs. pyfuse3's session loop looks that
+function up by name in the ``pyfuse3`` module on every iteration, so :func:`installed` puts
+:meth:`Reader.wait` in its place for the life of one session:
+
+- One task at a time holds the *read role*. While requests keep coming, the task that has just
+  answered one polls the device (``poll`` with a zero timeout) and goes on to read the next at
+  once. It goes through trio (``wait_readable``, a full checkpoint) when the device is idle and
+  after every :data:`STREAK` requests, so the rest of the loop (invalidations, the control
+  socket, signals) waits a few milliseconds at most.
+- A task leaving the read role to handle a request makes sure a spare worker is ready to take
+  it (waking a parked one, or starting one up to :data:`MAX_TASKS`): a handler that awaits a
+  thread (an S3 read, a big fsync) then does not hold up the requests behind it, as with
+  pyfuse3's own loop. Spares wait on a parking lot, never on the device: trio refuses two
+  tasks waiting on one fd, and reading a device that has nothing to read blocks the whole loop.
+- The end: :meth:`Reader.terminate` ends the session and wakes every task; an unmount from
+  outside leaves the device readable for good (``ENODEV``), and as each task wakes a spare before
+  it reads, every task gets to see that and stop.
+
+Workers beyond pyfuse3's first are pyfuse3's own ``_session_loop`` started in our nursery, with
+``max_tasks=1`` so pyfuse3 itself never starts more. If this pyfuse3 lacks the two private names,
+:func:`installed` yields ``None`` and pyfuse3's loop runs unchanged (slower, equally correct).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import select
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any
+
+import pyfuse3
+import trio
+
+log = logging.getLogger("mountd")
+
+STREAK = 32
+"""Requests read back to back before the reader lets the rest of the event loop run."""
+
+MAX_TASKS = 32
+"""Workers at most, counting pyfuse3's first: requests handled at once when handlers block."""
+
+_PRIVATE_NAMES = ("_wait_fuse_readable", "_session_loop")
+
+
+class Reader:
+    """The read role and the spare workers of one pyfuse3 session (see the module docstring)."""
+
+    def __init__(self, fd: int, nursery: trio.Nursery, *, max_tasks: int = MAX_TASKS) -> None:
+        self._fd = fd
+        self._poller = select.poll()
+        self._poller.register(fd, select.POLLIN)
+        self._nursery = nursery
+        self._max_tasks = max_tasks
+        self._tasks = 1  # pyfuse3.main's own worker
+        self._spares = trio.lowlevel.ParkingLot()
+        self._spare_count = 0  # parked, or woken and not yet running
+        self._reading = False
+        self._closed = False
+        self._streak = 0
+
+    @property
+    def tasks(self) -> int:
+        return self._tasks
+
+    async def wait(self) -> bool:
+        """Return once a request can be read (True), or False when this worker must stop."""
+        if self._reading:
+            self._spare_count += 1
+            try:
+                while self._reading and not self._closed:
+                    await self._spares.park()
+            finally:
+                self._spare_count -= 1
+        if self._closed:
+            return False
+        self._reading = True
+        try:
+            if self._streak < STREAK and self._poller.poll(0):
+                self._streak += 1
+            else:
+                self._streak = 0
+                await trio.lowlevel.wait_readable(self._fd)
+        except trio.ClosedResourceError:  # pyfuse3.terminate() while we waited
+            self.close()
+            return False
+        finally:
+            self._reading = False
+        self._ready_spare()
+        return True
+
+    def _ready_spare(self) -> None:
+        if self._spare_count:
+            if self._spares.statistics().tasks_waiting:
+                self._spares.unpark()
+        elif self._tasks < self._max_tasks:
+            self._tasks += 1
+            session_loop: Callable[..., Awaitable[Any]] = pyfuse3._session_loop  # type: ignore[attr-defined]
+            self._nursery.start_soon(session_loop, self._nursery, 1, 1)
+
+    def close(self) -> None:
+        """Make every worker stop at its next wait."""
+        self._closed = True
+        self._spares.unpark_all()
+
+    def terminate(self) -> None:
+        """``pyfuse3.terminate()``, and wake the spares that would otherwise wait for ever."""
+        pyfuse3.terminate()
+        self.close()
+
+
+def _device_fd() -> int | None:
+    """The process's one open ``/dev/fuse`` descriptor (one mount per process), if exactly one."""
+    found = []
+    for name in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):
+            if os.readlink(f"/proc/self/fd/{name}") == "/dev/fuse":
+                found.append(int(name))
+    return found[0] if len(found) == 1 else None
+
+
+@contextlib.contextmanager
+def installed(nursery: trio.Nursery, *, enabled: bool = True) -> Iterator[Reader | None]:
+    """Serve the current pyfuse3 session with a :class:`Reader` whose workers run in ``nursery``.
+
+    Call after ``pyfuse3.init`` and around ``pyfuse3.main(max_tasks=1)``; yields ``None`` (and
+    leaves pyfuse3 alone) when not ``enabled`` or when this pyfuse3 or process does not allow it.
+    """
+    if not enabled:
+        yield None
+        return
+    fd = _device_fd()
+    if fd is None or not all(hasattr(pyfuse3, name) for name in _PRIVATE_NAMES):
+        log.warning("pyfuse3's own request loop in use (slower): its internals are not as expected")
+        yield None
+        return
+    reader = Reader(fd, nursery)
+    original = pyfuse3._wait_fuse_readable  # type: ignore[attr-defined]
+    pyfuse3._wait_fuse_readable = reader.wait  # type: ignore[attr-defined]
+    try:
+        yield reader
+    finally:
+        pyfuse3._wait_fuse_readable = original  # type: ignore[attr-defined]
