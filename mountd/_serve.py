@@ -71,7 +71,8 @@ class MountOptions:
     ``writeback``: let the kernel buffer writes (fewer, larger write requests); off by default,
     see ``docs/decisions/mountd-core.md``. ``debug``: libfuse's request trace on stderr.
     ``fast_reader``: read requests with :mod:`mountd._reader` instead of pyfuse3's own loop
-    (turn off to compare, or if a pyfuse3 upgrade misbehaves with it).
+    (turn off to compare, or if a pyfuse3 upgrade misbehaves with it). ``read_ahead_kb``: the
+    mount's read-ahead window (``None`` keeps libfuse's 128 KiB); needs root, else ignored.
     """
 
     fsname: str = "agentroot"
@@ -83,6 +84,7 @@ class MountOptions:
     writeback: bool = False
     debug: bool = False
     fast_reader: bool = True
+    read_ahead_kb: int | None = 1024
     # Longest an API write waits for the kernel to drop its caches (see mountd._invalidate).
     invalidation_timeout: float = 10.0
     # Longest the shutdown waits for in-flight requests before cancelling them.
@@ -296,6 +298,10 @@ async def _serve_session(
         nursery.start_soon(run_main)
         try:
             await _wait_until_live(mount.mountpoint, parent_dev, main_done)
+            if options.read_ahead_kb is not None:
+                await trio.to_thread.run_sync(
+                    _set_read_ahead, mount.mountpoint, options.read_ahead_kb
+                )
             watchable = mount.tree if isinstance(mount.tree, Watchable) else fs
             if isinstance(watchable, Watchable):
                 invalidator = Invalidator(
@@ -365,6 +371,21 @@ async def _wait_until_live(target: str, parent_dev: int, main_done: trio.Event) 
         nursery.start_soon(watch_main)
     if not live:
         raise RuntimeError(f"the FUSE session for {target} ended before the mount came up")
+
+
+def _set_read_ahead(target: str, kb: int) -> None:
+    """Let the kernel read ahead ``kb`` KiB in files of the mount at ``target`` (root only).
+
+    libfuse caps the mount's read-ahead at 128 KiB, one read request at a time; a larger window
+    keeps several requests in flight, so a sequential reader never waits for the daemon.
+    """
+    dev = os.stat(target).st_dev
+    knob = f"/sys/class/bdi/{os.major(dev)}:{os.minor(dev)}/read_ahead_kb"
+    try:
+        with open(knob, "w") as f:
+            f.write(str(kb))
+    except OSError as error:  # not root, or no sysfs: the mount works, reading 128 KiB at a time
+        log.debug("could not set the read-ahead of %s: %s", target, error)
 
 
 def _prepare_mountpoint(target: str) -> None:

@@ -218,6 +218,15 @@ def test_statfs_reports_a_real_name_limit(temp_mount: MountProcess, work: Path) 
     (work / ("y" * 255)).write_bytes(b"ok")
 
 
+def test_the_mount_reads_ahead_a_mebibyte(temp_mount: MountProcess, work: Path) -> None:
+    dev = os.stat(temp_mount.path).st_dev
+    knob = Path(f"/sys/class/bdi/{os.major(dev)}:{os.minor(dev)}/read_ahead_kb")
+    assert knob.read_text().strip() == "1024"  # libfuse's own is 128: one request at a time
+    data = os.urandom(3 << 20)
+    (work / "big").write_bytes(data)
+    assert (work / "big").read_bytes() == data
+
+
 def test_hard_links_and_special_files_are_refused(work: Path) -> None:
     (work / "f").write_bytes(b"")
     assert errno_of(os.link, work / "f", work / "g") == errno.EPERM
