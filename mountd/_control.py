@@ -1,4 +1,5 @@
-"""The control channel of a running mount: turns, status and changes, as JSON lines on a socket.
+"""The control channel of a running mount: turns, status, changes and the copy-on-write review,
+as JSON lines on a socket.
 
 Theory of operation
 -------------------
@@ -21,6 +22,14 @@ request                                        answer (``{"ok": false, "error": 
                                                (``via: mount``) or the tree's API (``api``)
 ``{"op": "adopt", "tool": "webFetch",``        ``{"ok": true, "result": ..., "adopted": [uuid]}``:
 ``"result": ...}``                             the active turn's spill rewrite (``Turn.adopt_spill``)
+``{"op": "cow", "action": "changes",``         ``{"ok": true, "cows": [...], "changes": [{"path",
+``"paths": [...]}`` (``paths`` optional)       "kind", "entry", "from", "mode"}]}``: what differs
+                                               from the lower tree now (see below)
+``{"op": "cow", "action": "diff",``            ``{"ok": true, "diff": "..."}``: the git-style diff
+``"paths": [...]}`` (``paths`` optional)       of those paths, else of all but ``/.git``
+``{"op": "cow", "action": "apply",``           ``{"ok": true, "applied": [change...],
+``"paths": [...]}`` (``paths`` optional)       "protected": [path...]}``: the changes written back
+                                               to the lower tree, those protected and kept
 =============================================  ==================================================
 
 Turns need a turn-aware tree (:class:`vfs.turns.TurnRoot`); on any other tree the turn and adopt
@@ -28,6 +37,21 @@ requests answer an error and status/changes still work. :class:`Controller` hold
 is tested without a socket; :func:`serve_control` is the trio listener the daemon runs next to the
 mount; :func:`request` is the blocking client the command line uses. Requests run on the event
 loop that serves the mount, one connection at a time per task, and never touch the mount itself.
+
+The ``cow`` requests review the copy-on-write layers of the served tree (``mountd._review``):
+``paths`` are the served tree's (absolute; a path above a layer's prefix covers all of it), and so
+are the answer's paths. A change is ``{"path", "kind"`` (added, modified, deleted, renamed,
+mode_changed), ``"entry"`` (file, directory, symlink), ``"from"`` (a rename's old path, else
+null), ``"mode"`` (``{"old": "0644", "new": "0755"}`` when the permission bits differ, else
+null)``}``. The diff is in each layer's own coordinates (``a/src/x.py``: what ``git apply`` in the
+lower directory takes). Apply writes into the lower tree with the protection ``mountd run
+--apply`` has (:func:`mountd._review.apply_unprotected`): never ``.git/hooks`` or ``.git/config``,
+never what the served tree's policy does not grant write to; protected changes are kept and listed
+(naming only protected paths is an error). A conflict (the lower changed since a path was copied
+up) writes nothing and answers the error with ``"conflicts": [path...]``. The layer then forgets
+what it applied (those paths are no longer changes) and reports the applied paths as ``metadata``
+changes, so the mount drops the kernel's cached attributes; names and bytes served are unchanged.
+A tree without a copy-on-write layer answers an error.
 
 The change log is fed by :meth:`vfs.Watchable.watch` on the served tree: it keeps the paths (with
 their change kinds and origins) of every notification since the turn began, deduplicated and
@@ -50,9 +74,14 @@ from typing import Any
 import trio
 
 from vfs import Change, FileSystem, Watchable
+from vfs._cow_meta import CowConflictError, TreeChange
+from vfs._errors import ReadOnlyMountError
+from vfs._paths import ROOT, add_prefix, is_under, normalize_path, strip_prefix
+from vfs._posix_view import posix_view
 from vfs.turns import Turn, TurnRoot
 
 from . import _registry as registry
+from ._review import CowAt, apply_unprotected, find_cows, outside_git, served_policy
 
 MAX_CHANGES = 100_000
 MAX_LINE = 16 * 1024 * 1024
@@ -62,7 +91,12 @@ MAX_SOCKET_PATH = 107
 
 
 class ControlError(Exception):
-    """A control request that could not be made or was refused (``str`` says why)."""
+    """A control request that could not be made or was refused (``str`` says why; ``details``
+    go into the error answer beside ``error``)."""
+
+    def __init__(self, message: str, **details: Any) -> None:
+        super().__init__(message)
+        self.details = details
 
 
 def socket_path(mountpoint: str) -> Path:
@@ -128,7 +162,7 @@ class Controller:
         try:
             return await self._dispatch(request)
         except ControlError as error:
-            return {"ok": False, "error": str(error)}
+            return {"ok": False, "error": str(error), **error.details}
 
     async def _dispatch(self, request: object) -> dict[str, Any]:
         if not isinstance(request, dict):
@@ -142,7 +176,9 @@ class Controller:
             return self._changes_reply()
         if op == "adopt":
             return await self._adopt(request)
-        raise ControlError(f"unknown op {op!r} (expected turn, status, changes or adopt)")
+        if op == "cow":
+            return await self._cow(request)
+        raise ControlError(f"unknown op {op!r} (expected turn, status, changes, adopt or cow)")
 
     def _turn_root(self) -> TurnRoot:
         turns = self.turns
@@ -222,6 +258,155 @@ class Controller:
         except OSError as error:
             raise ControlError(f"adopting the spill failed: {error}") from None
         return {"ok": True, "result": result, "adopted": list(turn.adopted)}
+
+    # -- the copy-on-write review ------------------------------------------------------------
+
+    async def _cow(self, request: dict[str, Any]) -> dict[str, Any]:
+        action = request.get("action")
+        if action not in COW_ACTIONS:
+            raise ControlError(
+                f"unknown cow action {action!r} (expected {', '.join(COW_ACTIONS[:-1])} or "
+                f"{COW_ACTIONS[-1]})"
+            )
+        paths = _request_paths(request)
+        cows = find_cows(self.fs)
+        if not cows:
+            raise ControlError(
+                f"{self.mountpoint} has no copy-on-write layer: its writes go straight to the "
+                "tree, so there is nothing to review (the default `mountd mount` has one, and a "
+                'spec gets one with type = "cow")'
+            )
+        if action == "changes":
+            return await self._cow_changes(cows, paths)
+        if action == "diff":
+            return await self._cow_diff(cows, paths)
+        return await self._cow_apply(cows, paths)
+
+    async def _cow_changes(self, cows: list[CowAt], paths: list[str] | None) -> dict[str, Any]:
+        listed: list[dict[str, Any]] = []
+        for found in cows:
+            chosen = _within(paths, found.prefix)
+            if chosen == []:
+                continue
+            async for change in found.cow.changes(chosen):
+                listed.append(await _describe_change(found, change))
+        return {"ok": True, "cows": [_describe_cow(c) for c in cows], "changes": listed}
+
+    async def _cow_diff(self, cows: list[CowAt], paths: list[str] | None) -> dict[str, Any]:
+        parts = []
+        for found in cows:
+            chosen = _within(paths, found.prefix)
+            if chosen is None:  # everything but git's own files (binary noise), as `run --diff`
+                chosen = outside_git([change async for change in found.cow.changes()])
+            if chosen:
+                parts.append(await found.cow.diff(chosen))
+        return {"ok": True, "diff": "".join(parts)}
+
+    async def _cow_apply(self, cows: list[CowAt], paths: list[str] | None) -> dict[str, Any]:
+        policy = await served_policy(self.fs)
+        applied: list[dict[str, Any]] = []
+        kept: list[str] = []
+        for found in cows:
+            chosen = _within(paths, found.prefix)
+            if chosen == []:
+                continue
+            try:
+                done, protected = await apply_unprotected(found, policy, chosen)
+            except CowConflictError as error:
+                raise ControlError(
+                    f"{_nothing_more(applied)}: {error} ({len(error.paths)} conflicting "
+                    f"path{'s' if len(error.paths) != 1 else ''})",
+                    conflicts=[_full(found, path) for path in error.paths],
+                    applied=applied,
+                ) from None
+            except ReadOnlyMountError:
+                raise ControlError(
+                    f"{_nothing_more(applied)}: the lower tree {found.cow.lower!r} is read-only "
+                    "(serve it writable to apply)",
+                    applied=applied,
+                ) from None
+            except OSError as error:
+                raise ControlError(
+                    f"applying the changes to {found.cow.lower!r} failed: {error}",
+                    applied=applied,
+                ) from None
+            applied += [_change_entry(found, change) for change in done]
+            kept += [_full(found, path) for path in protected]
+        if paths is not None and kept and not applied:
+            raise ControlError(
+                f"not applied: {', '.join(kept)} "
+                f"{'is' if len(kept) == 1 else 'are'} protected (.git/hooks and .git/config, "
+                "and what the tree's policy does not let it write, are never written back)",
+                protected=kept,
+            )
+        return {"ok": True, "applied": applied, "protected": kept}
+
+
+COW_ACTIONS = ("changes", "diff", "apply")
+
+
+def _request_paths(request: dict[str, Any]) -> list[str] | None:
+    """The request's ``paths`` (normalized), or ``None`` for all."""
+    paths = request.get("paths")
+    if paths is None:
+        return None
+    if not isinstance(paths, list) or not all(
+        isinstance(path, str) and path.startswith("/") for path in paths
+    ):
+        raise ControlError(f"paths must be a list of absolute paths, not {paths!r}")
+    try:
+        return [normalize_path(path) for path in paths]
+    except OSError as error:
+        raise ControlError(str(error)) from None
+
+
+def _within(paths: list[str] | None, prefix: str) -> list[str] | None:
+    """``paths`` (the served tree's) in the coordinates of the layer at ``prefix``: ``None``
+    for all of it, ``[]`` when none of them reaches it."""
+    if paths is None:
+        return None
+    chosen = []
+    for path in paths:
+        if is_under(path, prefix):
+            chosen.append(strip_prefix(path, prefix))
+        elif is_under(prefix, path):
+            chosen.append(ROOT)
+    return chosen
+
+
+def _full(found: CowAt, path: str) -> str:
+    return add_prefix(path, found.prefix) if found.prefix != ROOT else path
+
+
+def _change_entry(found: CowAt, change: TreeChange) -> dict[str, Any]:
+    return {
+        "path": _full(found, change.path),
+        "kind": change.kind,
+        "entry": change.entry,
+        "from": None if change.old_path is None else _full(found, change.old_path),
+    }
+
+
+async def _describe_change(found: CowAt, change: TreeChange) -> dict[str, Any]:
+    """A change as the answer lists it, with its permission bits' change."""
+    entry = _change_entry(found, change)
+    entry["mode"] = None
+    if change.kind not in ("added", "deleted") and change.entry != "symlink":
+        old = await posix_view(found.cow.lower).lstat(change.old_path or change.path)
+        new = await found.cow.lstat(change.path)
+        if old.mode is not None and new.mode is not None and old.mode != new.mode:
+            entry["mode"] = {"old": f"{old.mode:04o}", "new": f"{new.mode:04o}"}
+    return entry
+
+
+def _describe_cow(found: CowAt) -> dict[str, Any]:
+    return {"prefix": found.prefix, "lower": repr(found.cow.lower)}
+
+
+def _nothing_more(applied: list[dict[str, Any]]) -> str:
+    if not applied:
+        return "nothing applied"
+    return f"{len(applied)} change(s) applied to another layer, nothing more"
 
 
 def _describe(turn: Turn) -> dict[str, Any]:
@@ -353,7 +538,7 @@ def request(
         try:
             client.sendall(json.dumps(payload).encode() + b"\n")
             with client.makefile("rb") as reader:
-                line = reader.readline(MAX_LINE)
+                line = reader.readline()  # (a diff may be long; the daemon is the caller's own)
         except TimeoutError:
             raise ControlError(
                 f"the daemon of {mountpoint} did not answer within {timeout:g} s"
@@ -362,5 +547,8 @@ def request(
             raise ControlError(f"talking to the daemon of {mountpoint} failed: {error}") from None
     if not line:
         raise ControlError(f"the daemon of {mountpoint} closed the control channel")
-    reply: dict[str, Any] = json.loads(line)
+    try:
+        reply: dict[str, Any] = json.loads(line)
+    except ValueError as error:
+        raise ControlError(f"the daemon of {mountpoint} answered garbage: {error}") from None
     return reply

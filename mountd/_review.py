@@ -16,7 +16,8 @@ out every change that the repository policy (``.git/hooks``, ``.git/config``) wo
 layer's coordinates whether or not the layer has that policy, and every change the served tree's
 own policy (``policy``, in the served tree's coordinates) does not grant write to. A directory
 whose application would carry a protected change along is left out too (its entries are applied
-one by one). Kept changes stay in the layer and keep being listed.
+one by one). Kept changes stay in the layer and keep being listed. The served tree's policy is
+the one ``mountd run`` applies (:func:`served_policy`).
 
 The protection check and the write are two steps: ``CowFileSystem.apply`` recomputes the changes
 under the layer's lock, and :func:`apply_unprotected` names only paths it checked. A change made
@@ -37,7 +38,9 @@ from vfs._cow_changes import select
 from vfs._cow_meta import TreeChange
 from vfs._errors import PermissionDeniedError
 from vfs._paths import ROOT, add_prefix, is_under
-from vfs._policy import Policy, repository_policy
+from vfs._policy import Policy, PolicyFileSystem, repository_policy
+from vfs._posix_view import posix_view
+from vfs._types import FileSystem
 from vfs._union import UnionFileSystem
 
 GIT_DIR = "/.git"
@@ -72,6 +75,16 @@ def find_cows(tree: object, prefix: str = ROOT) -> list[CowAt]:
     if inner is not None and inner is not tree:
         return find_cows(inner, prefix)
     return []
+
+
+async def served_policy(tree: FileSystem) -> Policy | None:
+    """The served tree's policy, in its coordinates, as ``mountd run`` decides it: the policy
+    of a policy tree at the top, else the repository policy when the root holds ``/.git``."""
+    if isinstance(tree, PolicyFileSystem):
+        return tree.policy
+    if (await posix_view(tree).lstat(GIT_DIR)).kind == "directory":
+        return repository_policy()
+    return None
 
 
 def in_git(change: TreeChange) -> bool:

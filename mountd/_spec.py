@@ -460,14 +460,15 @@ def _expected(names: tuple[str, ...]) -> str:
 
 def default_layer(cwd: str | os.PathLike[str]) -> Layer:
     """The tree ``mountd mount MOUNTPOINT`` serves without a spec: :func:`cow_layer` of ``cwd``
-    (its lower read-only) at ``/`` and a writable in-memory ``/tmp``."""
-    return UnionLayer((("/", cow_layer(cwd, read_only=True)), ("/tmp", TempLayer())))
+    at ``/`` and a writable in-memory ``/tmp``. The cow never writes its lower; the lower is
+    writable so that ``mountd apply`` can write the changes back."""
+    return UnionLayer((("/", cow_layer(cwd)), ("/tmp", TempLayer())))
 
 
 def cow_layer(cwd: str | os.PathLike[str], *, read_only: bool = False) -> CowLayer:
     """``cwd`` under copy-on-write (changes in memory), with the repository policy when ``cwd``
     holds a git repository (a ``.git`` directory). ``mountd run`` serves this; its lower is
-    writable so that ``--apply`` can write the changes back."""
+    writable so that ``--apply`` (and ``mountd apply``) can write the changes back."""
     path = Path(os.path.abspath(cwd))
     policy = "repository" if (path / ".git").is_dir() else None
     return CowLayer(DirLayer(path, read_only=read_only), None, policy)

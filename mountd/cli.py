@@ -31,6 +31,7 @@ from typing import Any, NoReturn
 
 import vfs
 from vfs._audit import AuditLog, audited_fs
+from vfs._paths import add_prefix, is_under, normalize_path, strip_prefix
 from vfs.turns import TurnRoot, turn_root
 
 if sys.version_info < (3, 11):  # pragma: no cover - trio brings the backport on 3.10
@@ -38,6 +39,7 @@ if sys.version_info < (3, 11):  # pragma: no cover - trio brings the backport on
 
 from . import MountOptions
 from . import _registry as registry
+from ._review import CHANGE_LETTERS, GIT_DIR
 from ._spec import SpecError, build, default_layer, describe, load_spec
 
 OK, FAILURE, USAGE = 0, 1, 2
@@ -56,6 +58,10 @@ run against an actual path.
   mountd status                        what is mounted, by whom, and how busy it is
   mountd unmount ./mnt                 stop serving (also clears a mount whose daemon died)
   mountd turn end ./mnt                end the agent's turn: /tmp is empty again (see `turn --help`)
+  mountd changes ./mnt                 what the mount's copy-on-write tree changed (so far)
+  mountd diff ./mnt [PATH...]          ... as a git-style diff
+  mountd apply ./mnt [PATH...]         ... written back to the directory it covers (never
+                                       .git/hooks or .git/config; see `apply --help`)
 """
 
 MOUNT_DESCRIPTION = """\
@@ -64,8 +70,8 @@ cleanly and exit 0) or until `mountd unmount MOUNTPOINT`.
 
 What is served:
   no SPEC        the current directory under copy-on-write at / (writes are kept in memory,
-                 the directory is never written; a git repository gets the repository
-                 policy: .git/hooks and .git/config are read-only), with a
+                 the directory is written only by `mountd apply`; a git repository gets the
+                 repository policy: .git/hooks and .git/config are read-only), with a
                  writable in-memory /tmp that is the agent's per-turn scratch
                  (`mountd turn begin|end`)
   SPEC           a TOML file describing the tree (layers: temp, dir, empty, union, overlay,
@@ -90,6 +96,26 @@ its control channel (a private Unix socket next to the daemon's state file).
   end       end the turn: /tmp is empty through the mount when this returns
   status    the active turn, what /tmp holds, the request counters
   changes   the paths changed (through the mount or the API) since the turn began
+            (`mountd changes` lists what differs from the host directory instead)
+"""
+
+COW_DESCRIPTION = """\
+Review the copy-on-write tree a mount serves (the default mount's root, or a spec's cow layers)
+while it is mounted, through the daemon's control channel.
+
+  mountd changes ./mnt             what differs from the directory underneath, one path a line:
+                                   A added, M modified, D deleted, R renamed (from), m mode
+                                   changed; git's own files under /.git are counted on one line
+  mountd diff ./mnt [PATH...]      the git-style diff (default: everything outside /.git), in
+                                   the directory's coordinates: `git apply` there takes it
+  mountd apply ./mnt [PATH...]     write the changes (default: all) into the directory
+
+PATH is a path in the tree (/src/a.py or src/a.py), or a path through MOUNTPOINT (./mnt/src/a.py);
+a directory means everything beneath it. Apply has the protection of `mountd run --apply`: it never
+writes .git/hooks or .git/config (nor what the tree's policy does not let it write); those changes
+are kept and listed, and naming only them is an error. If a file changed in the directory since
+the mount copied it, nothing is written (exit 1). Applied paths are no longer changes, and the
+mount goes on serving the same names and bytes.
 """
 
 
@@ -273,6 +299,27 @@ def _parser() -> argparse.ArgumentParser:
     )
     turn.add_argument("--json", action="store_true", help="print the daemon's JSON answer")
     turn.set_defaults(run=_turn)
+
+    for name, help_text in (
+        ("changes", "list what a mount's copy-on-write tree changed"),
+        ("diff", "print the diff of a mount's copy-on-write tree"),
+        ("apply", "write a mount's copy-on-write changes back to the directory underneath"),
+    ):
+        review = commands.add_parser(
+            name,
+            help=help_text,
+            description=COW_DESCRIPTION,
+            epilog=EPILOG,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+            usage=f"mountd {name} [options] MOUNTPOINT [PATH...]",
+        )
+        review.add_argument("mountpoint", metavar="MOUNTPOINT")
+        review.add_argument("paths", nargs="*", metavar="PATH", help=argparse.SUPPRESS)
+        if name != "diff":
+            review.add_argument(
+                "--json", action="store_true", help="print the daemon's JSON answer"
+            )
+        review.set_defaults(run=_review, action=name)
     return parser
 
 
@@ -622,6 +669,95 @@ def _turn_text(action: str, path: str, reply: dict[str, Any]) -> str:
     )
     tmp = reply.get("tmp", [])
     return head + "\n  /tmp: " + (" ".join(tmp) if tmp else "empty")
+
+
+# --- changes, diff, apply -----------------------------------------------------------------------
+
+COW_TIMEOUT = 600.0  # a diff or an apply of a large tree takes a while
+
+
+def _review(args: argparse.Namespace) -> int:
+    from . import _control as control
+
+    path = registry.canonical(args.mountpoint)
+    payload: dict[str, Any] = {"op": "cow", "action": args.action}
+    if args.paths:
+        payload["paths"] = [_tree_path(arg, path) for arg in args.paths]
+    try:
+        reply = control.request(path, payload, timeout=COW_TIMEOUT)
+    except control.ControlError as error:
+        raise Failure(str(error)) from None
+    if getattr(args, "json", False):
+        print(json.dumps(reply, indent=2))
+    elif reply.get("ok"):
+        _print_review(args.action, path, reply, every=bool(args.paths))
+    if not reply.get("ok"):
+        conflicts = reply.get("conflicts", [])
+        if len(conflicts) > 1 and not getattr(args, "json", False):
+            _say("conflicting: " + ", ".join(conflicts))
+        raise Failure(str(reply.get("error", "the daemon refused the request")))
+    return OK
+
+
+def _tree_path(arg: str, mountpoint: str) -> str:
+    """A PATH argument as the tree's path: through the mountpoint, else a path in the tree."""
+    if not arg:
+        raise UsageError("an empty PATH")
+    absolute = os.path.abspath(arg)
+    if is_under(absolute, mountpoint):
+        return strip_prefix(absolute, mountpoint)
+    try:
+        return normalize_path(arg if arg.startswith("/") else "/" + arg)
+    except OSError as error:
+        raise UsageError(f"PATH {arg}: {error}") from None
+
+
+def _print_review(action: str, path: str, reply: dict[str, Any], *, every: bool) -> None:
+    if action == "diff":
+        text = reply["diff"]
+        sys.stdout.write(text if not text or text.endswith("\n") else text + "\n")
+        return
+    if action == "changes":
+        gits = [add_prefix(GIT_DIR, cow["prefix"]) for cow in reply.get("cows", [])]
+        lines = _change_lines(reply["changes"], every=every, gits=gits)
+        print("\n".join(lines) if lines else "mountd: nothing changed")
+        return
+    applied = reply["applied"]
+    if applied:
+        count = f"{len(applied)} change{'s' if len(applied) != 1 else ''}"
+        print(f"mountd: applied {count} to the directory under {path}")
+        print("\n".join("  " + line for line in _change_lines(applied, every=True)))
+    else:
+        print("mountd: nothing to apply")
+    if reply["protected"]:
+        _say(f"not applied (protected): {', '.join(reply['protected'])}")
+
+
+def _change_lines(
+    changes: list[dict[str, Any]], *, every: bool, gits: Sequence[str] = ()
+) -> list[str]:
+    """One line a change (``A /new``, ``R /b (from /a)``); unless ``every``, git's own files
+    (under ``gits``, each layer's ``/.git``) are counted on one line, as ``mountd run`` does."""
+    lines = []
+    git = 0
+    for change in changes:
+        if not every and any(
+            p is not None and is_under(p, g) for p in (change["path"], change["from"]) for g in gits
+        ):
+            git += 1
+            continue
+        mark = "/" if change["entry"] == "directory" else ""
+        line = f"{CHANGE_LETTERS[change['kind']]} {change['path']}{mark}"
+        if change["from"] is not None:
+            line += f" (from {change['from']}{mark})"
+        mode = change.get("mode")
+        if mode:
+            line += f" (mode {mode['old']} -> {mode['new']})"
+        lines.append(line)
+    if git:
+        where = " ".join(gits)
+        lines.append(f"{where}: {git} change{'s' if git != 1 else ''} (git's own files)")
+    return lines
 
 
 # --- status ------------------------------------------------------------------------------------

@@ -24,7 +24,8 @@ lower held (recorded at copy-up, or read from the lower while it is unchanged). 
 removals (files, then directories deepest first), new directories (shallowest first), files and
 symlinks, modes. Applied to the lower, the tree then forgets what it applied: upper entries equal
 to the lower are dropped and whiteouts with nothing left to hide are cleared, all without changing
-the merged view.
+the merged view's names and bytes; the applied paths' times are now the lower's, so each is
+reported as a ``metadata`` change.
 """
 
 from __future__ import annotations
@@ -295,6 +296,11 @@ async def apply_changes(
             await _forget_applied(cow, changes)
     cow._invalidate_dirs()
     await cow._save()
+    if to_lower:
+        # The view's bytes and names are what they were, but the applied entries now show the
+        # lower's (new) times: watchers must drop cached attributes (a mount tells the kernel).
+        for path in sorted({c.path for c in changes if c.kind != "deleted"}):
+            await cow._observers.emit(path, "metadata")
     return changes
 
 

@@ -77,7 +77,7 @@ def test_bad_requests_answer_errors(backend: str) -> None:
         controller = Controller(turn_root(vfs.temp_fs()), "/mnt")
         cases: list[tuple[Any, str]] = [
             ([], "a request is a JSON object with an 'op'"),
-            ({"op": "dance"}, "unknown op 'dance' (expected turn, status, changes or adopt)"),
+            ({"op": "dance"}, "unknown op 'dance' (expected turn, status, changes, adopt or cow)"),
             (
                 {"op": "turn", "action": "pause"},
                 "unknown turn action 'pause' (expected begin or end)",

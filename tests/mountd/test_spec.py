@@ -148,21 +148,17 @@ def test_nesting_to_any_depth(tree: Path) -> None:
 
 def test_default_layer_is_the_cwd_under_copy_on_write_with_a_temp_tmp(tmp_path: Path) -> None:
     layer = default_layer(tmp_path)
-    assert layer == UnionLayer(
-        (("/", CowLayer(DirLayer(tmp_path, read_only=True))), ("/tmp", TempLayer()))
-    )
-    assert describe(layer) == f"union(/ = cow(dir {tmp_path} (read-only)), /tmp = temp)"
+    assert layer == UnionLayer((("/", CowLayer(DirLayer(tmp_path))), ("/tmp", TempLayer())))
+    assert describe(layer) == f"union(/ = cow(dir {tmp_path}), /tmp = temp)"
     (tmp_path / ".git").mkdir()  # a git repository gets the repository policy
     layer = default_layer(tmp_path)
     assert layer == UnionLayer(
         (
-            ("/", CowLayer(DirLayer(tmp_path, read_only=True), None, "repository")),
+            ("/", CowLayer(DirLayer(tmp_path), None, "repository")),
             ("/tmp", TempLayer()),
         )
     )
-    assert describe(layer) == (
-        f"union(/ = cow(dir {tmp_path} (read-only); repository policy), /tmp = temp)"
-    )
+    assert describe(layer) == (f"union(/ = cow(dir {tmp_path}; repository policy), /tmp = temp)")
 
 
 # --- building: the tree behaves as the spec says ------------------------------------------------
@@ -271,7 +267,7 @@ def test_built_nested_union_inside_overlay(tree: Path) -> None:
 def test_built_default_root(tmp_path: Path) -> None:
     (tmp_path / "project.txt").write_text("mine")
     built = build_tree(default_layer(tmp_path))
-    assert built.description == f"union(/ = cow(dir {tmp_path} (read-only)), /tmp = temp)"
+    assert built.description == f"union(/ = cow(dir {tmp_path}), /tmp = temp)"
 
     async def check() -> None:
         fs = build_tree(default_layer(tmp_path)).fs  # a fresh copy for each backend
