@@ -47,8 +47,10 @@ null)``}``. The diff is in each layer's own coordinates (``a/src/x.py``: what ``
 lower directory takes). Apply writes into the lower tree with the protection ``mountd run
 --apply`` has (:func:`mountd._review.apply_unprotected`): never ``.git/hooks`` or ``.git/config``,
 never what the served tree's policy does not grant write to; protected changes are kept and listed
-(naming only protected paths is an error). A conflict (the lower changed since a path was copied
-up) writes nothing and answers the error with ``"conflicts": [path...]``. The layer then forgets
+(naming only protected paths is an error). A file open for writing through the mount is not
+applied (the error names it, nothing is written): apply drops the layer's copy, which its later
+writes, and the kernel's dirty pages, would go to. A conflict (the lower changed since a path was
+copied up) writes nothing and answers the error with ``"conflicts": [path...]``. The layer then forgets
 what it applied (those paths are no longer changes) and reports the applied paths as ``metadata``
 changes, so the mount drops the kernel's cached attributes; names and bytes served are unchanged.
 A tree without a copy-on-write layer answers an error.
@@ -114,11 +116,14 @@ class Controller:
         *,
         origin: object = None,
         counters: Mapping[str, int] | None = None,
+        open_for_writing: Callable[[], list[str]] | None = None,
     ) -> None:
         self.fs = fs
         self.mountpoint = mountpoint
         self.origin = origin  # the Mount: changes made through it carry it as their origin
         self.counters: Mapping[str, int] = {} if counters is None else counters
+        # The paths open for writing through the mount (Mount.open_for_writing): apply refuses them.
+        self.open_for_writing = open_for_writing
         self._lock = threading.Lock()
         self._changes: dict[str, tuple[set[str], set[str]]] = {}
         self._truncated = False
@@ -304,6 +309,7 @@ class Controller:
 
     async def _cow_apply(self, cows: list[CowAt], paths: list[str] | None) -> dict[str, Any]:
         policy = await served_policy(self.fs)
+        await self._refuse_open_files(cows, paths)
         applied: list[dict[str, Any]] = []
         kept: list[str] = []
         for found in cows:
@@ -340,6 +346,30 @@ class Controller:
                 protected=kept,
             )
         return {"ok": True, "applied": applied, "protected": kept}
+
+    async def _refuse_open_files(self, cows: list[CowAt], paths: list[str] | None) -> None:
+        """Refuse to apply a file open for writing through the mount: apply drops the layer's
+        copy, so its later writes (and dirty pages the kernel has not sent yet) would be lost."""
+        writing = set(self.open_for_writing()) if self.open_for_writing is not None else set()
+        if not writing:
+            return
+        busy = []
+        for found in cows:
+            chosen = _within(paths, found.prefix)
+            if chosen == []:
+                continue
+            async for change in found.cow.changes(chosen):
+                for path in (change.path, change.old_path):
+                    if path is not None and _full(found, path) in writing:
+                        busy.append(_full(found, path))
+        busy = list(dict.fromkeys(busy))
+        if busy:
+            raise ControlError(
+                f"nothing applied: {', '.join(busy)} "
+                f"{'is' if len(busy) == 1 else 'are'} open for writing through the mount; "
+                "close it first",
+                busy=busy,
+            )
 
 
 COW_ACTIONS = ("changes", "diff", "apply")

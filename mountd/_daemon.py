@@ -97,7 +97,13 @@ async def serve_until_signalled(
 
 async def _start_control(nursery: trio.Nursery, mount: Mount) -> None:
     """Serve the mount's control channel (``mountd._control``); without it, warn and go on."""
-    controller = Controller(mount.tree, mount.mountpoint, origin=mount, counters=mount.counters)
+    controller = Controller(
+        mount.tree,
+        mount.mountpoint,
+        origin=mount,
+        counters=mount.counters,
+        open_for_writing=mount.open_for_writing,
+    )
     try:
         await trio.to_thread.run_sync(lambda: registry.state_dir(create=True))
         await nursery.start(serve_control, controller, socket_path(mount.mountpoint))

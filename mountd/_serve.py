@@ -146,6 +146,17 @@ class Mount:
     def open_handles(self) -> int:
         return 0 if self._ops is None else len(self._ops.handles)
 
+    def open_for_writing(self) -> list[str]:
+        """The tree paths of the files open for writing through the mount, sorted (a file whose
+        name is gone is left out). ``mountd apply`` refuses to apply them."""
+        if self._ops is None:
+            return []
+        table = self._ops.inodes
+        paths = {
+            table.path(handle.node) for handle in self._ops.handles.open_files() if handle.writable
+        }
+        return sorted(path for path in paths if path is not None)
+
     def __repr__(self) -> str:
         return f"Mount({self.mountpoint!r})"
 

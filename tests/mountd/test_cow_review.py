@@ -131,6 +131,16 @@ def test_cow_changes_diff_and_apply(backend: str) -> None:
         assert await lower.read("/c.txt") == "from the host\n"
         assert (await lower.stat("/n.txt")).kind == "missing"
 
+        # Files open for writing through the mount are not applied (nor anything with them).
+        busy = Controller(root, "/mnt", open_for_writing=lambda: ["/n.txt", "/other"])
+        assert await busy.handle({"op": "cow", "action": "apply", "paths": ["/n.txt"]}) == {
+            "ok": False,
+            "error": "nothing applied: /n.txt is open for writing through the mount; "
+            "close it first",
+            "busy": ["/n.txt"],
+        }
+        assert (await lower.stat("/n.txt")).kind == "missing"
+
     run(backend, body)
 
 
@@ -426,6 +436,19 @@ def test_review_and_apply_the_default_mount(repo: Path, mnt: Path, review: Revie
     assert ok(review("changes", str(mnt))).stdout == "M /c.txt\n"
     ok(review("apply", str(mnt), "/c.txt"))
     assert (repo / "c.txt").read_text() == "c again\n"
+
+    # A file open for writing through the mount is not applied: its copy would be dropped.
+    with (mnt / "c.txt").open("a") as handle:
+        handle.write("more\n")
+        handle.flush()
+        refused = review("apply", str(mnt))
+        assert (refused.returncode, refused.stderr) == (
+            1,
+            "mountd: nothing applied: /c.txt is open for writing through the mount; close it first\n",
+        )
+        assert (repo / "c.txt").read_text() == "c again\n"
+    ok(review("apply", str(mnt)))
+    assert (repo / "c.txt").read_text() == "c again\nmore\n"
 
     # A conflict: the host changed a file after the mount copied it. Nothing is written.
     (mnt / "a.txt").write_text("from the agent\n")
