@@ -114,8 +114,9 @@ PATH is a path in the tree (/src/a.py or src/a.py), or a path through MOUNTPOINT
 a directory means everything beneath it. Apply has the protection of `mountd run --apply`: it never
 writes .git/hooks or .git/config (nor what the tree's policy does not let it write); those changes
 are kept and listed, and naming only them is an error. If a file changed in the directory since
-the mount copied it, nothing is written (exit 1). Applied paths are no longer changes, and the
-mount goes on serving the same names and bytes.
+the mount copied it, nothing is written (exit 1); the same when a file to apply is open for
+writing through the mount. Applied paths are no longer changes, and the mount goes on serving the
+same names and bytes.
 """
 
 
