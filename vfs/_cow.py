@@ -19,8 +19,11 @@ cleared when a directory is removed or renamed, or the lower reports an entry ch
 common path costs one ``lstat`` per layer, as a plain overlay would.
 
 Copy-up happens on the first change only: ``open(write=True)``, ``truncate``, ``write``,
-``setattr`` (metadata too), and renames. A read-only ``open`` reads the lower directly and never
-copies. A copy is built under ``stage/`` (bytes, mode, owner where permitted, times) and renamed
+``setattr`` (mode, owner, size; and times of directories and symlinks), and renames. A read-only
+``open`` reads the lower directly and never copies. New times for a lower file alone are not a
+copy-up: they are recorded (``CowMeta.times``) and shown over the lower's while that file is
+unchanged, because git "freshens" every object and pack it would write again with ``utime``, and
+copying a repository's packs up for that costs their size (in memory, by default) and their time. A copy is built under ``stage/`` (bytes, mode, owner where permitted, times) and renamed
 into place, with the upper's parents created first as copies of the lower's directories.
 Read-only handles open on a lower file switch to the upper copy when it is made, so they see
 later writes, as one file would. A copy-up changes nothing visible, so its notifications are
@@ -57,6 +60,7 @@ import contextvars
 import errno
 import hashlib
 import itertools
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
@@ -66,7 +70,7 @@ import anyio.lowlevel
 
 from ._capabilities import buffers_writes, list_info_of
 from ._content import encode_contents
-from ._cow_meta import META_PATH, RESERVED, CowMeta, Stamp, TreeChange
+from ._cow_meta import META_PATH, RESERVED, CowMeta, Stamp, Touched, TreeChange
 from ._errors import (
     DirectoryNotEmptyError,
     FileExistsError,
@@ -322,7 +326,26 @@ class CowFileSystem:
         if self._meta.hides(path):
             return _Found(path, MISSING, None)
         info = await self._lower.lstat(path)
-        return _Found(path, info, _LOWER if info.exists else None)
+        if not info.exists:
+            return _Found(path, info, None)
+        return _Found(path, self._touched(path, info) if self._meta.times else info, _LOWER)
+
+    def _touched(self, path: str, info: FileInfo) -> FileInfo:
+        """The lower's ``info`` at real path ``path``, with the times set through this tree."""
+        touched = self._meta.times.get(path)
+        if touched is None or not touched.base.same_as(info):
+            return info
+        return FileInfo(
+            info.kind,
+            info.size,
+            mode=info.mode,
+            mtime_ns=touched.mtime_ns,
+            uid=info.uid,
+            gid=info.gid,
+            atime_ns=touched.atime_ns,
+            ctime_ns=touched.ctime_ns,
+            nlink=info.nlink,
+        )
 
     async def _locate(self, path: str, *, follow: bool) -> _Found:
         """Resolve a normalized path in the merged view (symlinks followed in every segment but
@@ -484,9 +507,10 @@ class CowFileSystem:
                     digest: str | None = _digest_text(target)
                 else:
                     digest = await self._copy_bytes(path, stage, info, empty=empty)
-                await self._copy_attributes(stage, info)
+                await self._copy_attributes(stage, self._touched(path, info))
                 self._meta.shadow(path, Stamp.of(info, digest))
                 self._meta.origins[path] = path
+                self._meta.forget_times(path, subtree=False)
                 await self._save()
                 await self._upper.rename(stage, path)
             except BaseException:
@@ -617,7 +641,7 @@ class CowFileSystem:
                     continue
                 if real == ROOT and name == RESERVED_NAME:
                     continue
-                merged[name] = info
+                merged[name] = self._touched(entry.path, info) if self._meta.times else info
         base = "/" if path == ROOT else path + "/"
         return [(DirEntry(base + name, merged[name].kind), merged[name]) for name in sorted(merged)]
 
@@ -1062,6 +1086,8 @@ class CowFileSystem:
             if found.layer == _LOWER:
                 if size is not None and found.info.kind == "directory":
                     raise IsADirectoryError(path)
+                if found.info.kind == "file" and (size, mode, uid, gid) == (None,) * 4:
+                    return await self._touch_lower(found, atime_ns, mtime_ns)
                 if found.info.kind == "directory":
                     await self._copy_up_dir(found.path)
                 else:
@@ -1075,6 +1101,22 @@ class CowFileSystem:
                 atime_ns=atime_ns,
                 mtime_ns=mtime_ns,
             )
+
+    async def _touch_lower(
+        self, found: _Found, atime_ns: int | None, mtime_ns: int | None
+    ) -> FileInfo:
+        """New times for an unmodified lower file: recorded, not copied up (see the module
+        docstring); the ctime moves to now, as a real ``utimensat`` does."""
+        path = found.path
+        lower = await self._lower.lstat(path)
+        shown = found.info  # the lower's, with times set earlier
+        mtime = (shown.mtime_ns or 0) if mtime_ns is None else mtime_ns
+        atime = (shown.atime_ns or mtime) if atime_ns is None else atime_ns
+        base = Stamp(lower.kind, lower.size, lower.mtime_ns or 0)  # what same_as compares
+        self._meta.times[path] = Touched(base, atime, mtime, time.time_ns())
+        await self._save()
+        await self._observers.emit(path, "metadata")
+        return self._touched(path, lower)
 
     async def symlink(
         self, path: str, target: str, *, uid: int | None = None, gid: int | None = None

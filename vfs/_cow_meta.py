@@ -25,6 +25,12 @@ says otherwise. Everything here is plain data and synchronous decisions (no I/O)
     records ``P -> P``; a rename through the tree moves the record). ``changes()`` reports an
     upper path whose origin is elsewhere and gone from the merged view as ``renamed``.
 
+``times``
+    New times of lower files that were only touched (:class:`Touched`, a metadata-only copy-up):
+    shown instead of the lower's own while the lower file is still the one touched (same kind,
+    size and mtime), forgotten when the path is hidden, replaced or copied up. Times are never a
+    change (``changes()`` compares content and mode), so nothing else reads them.
+
 The record serializes to JSON (:meth:`CowMeta.dumps` / :meth:`CowMeta.loads`) for an upper that
 outlives the process; ``vfs._cow`` writes it with write-then-rename under a reserved name.
 """
@@ -90,6 +96,17 @@ class TreeChange:
     old_path: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class Touched:
+    """Times set on a lower file without copying it up; they hold while the lower file is
+    ``base`` (an unchanged lower file: :meth:`Stamp.same_as`)."""
+
+    base: Stamp
+    atime_ns: int
+    mtime_ns: int
+    ctime_ns: int
+
+
 class CowConflictError(PathError):
     """``apply`` found the target changed since the copy-on-write tree shadowed a path.
 
@@ -109,14 +126,16 @@ class CowConflictError(PathError):
 
 
 class CowMeta:
-    """Whiteouts, bases and origins of one copy-on-write tree (see the module docstring)."""
+    """Whiteouts, bases, origins and times of one copy-on-write tree (see the module
+    docstring)."""
 
-    __slots__ = ("bases", "hidden", "origins")
+    __slots__ = ("bases", "hidden", "origins", "times")
 
     def __init__(self) -> None:
         self.hidden: set[str] = set()
         self.bases: dict[str, Stamp | None] = {}
         self.origins: dict[str, str] = {}
+        self.times: dict[str, Touched] = {}
 
     def __repr__(self) -> str:
         return f"CowMeta(hidden={sorted(self.hidden)}, origins={self.origins})"
@@ -161,6 +180,16 @@ class CowMeta:
         if subtree:
             self.hidden.difference_update([p for p in self.hidden if is_strictly_under(p, path)])
         self.hidden.add(path)
+        self.forget_times(path, subtree=subtree)
+
+    def forget_times(self, path: str, *, subtree: bool = True) -> None:
+        """The lower's entry at ``path`` (and beneath) no longer shows with touched times."""
+        if not self.times:
+            return
+        self.times.pop(path, None)
+        if subtree:
+            for key in [p for p in self.times if is_strictly_under(p, path)]:
+                del self.times[key]
 
     def forget_upper(self, path: str, *, subtree: bool = True) -> None:
         """The upper no longer holds ``path`` (or, with ``subtree``, anything beneath it)."""
@@ -172,6 +201,7 @@ class CowMeta:
     def moved(self, src: str, dst: str) -> None:
         """The upper's ``src`` (and its subtree) is now at ``dst``; ``dst``'s subtree is gone."""
         self.forget_upper(dst)
+        self.forget_times(dst)
         for key in [p for p in self.origins if is_under(p, src)]:
             self.origins[dst + key[len(src) :]] = self.origins.pop(key)
 
@@ -191,6 +221,7 @@ class CowMeta:
         yield from self.hidden
         yield from self.bases
         yield from self.origins
+        yield from self.times
 
     # -- persistence ------------------------------------------------------------------------
 
@@ -207,6 +238,17 @@ class CowMeta:
                 "hidden": sorted(self.hidden),
                 "bases": bases,
                 "origins": dict(sorted(self.origins.items())),
+                "times": {
+                    path: [
+                        t.base.kind,
+                        t.base.size,
+                        t.base.mtime_ns,
+                        t.atime_ns,
+                        t.mtime_ns,
+                        t.ctime_ns,
+                    ]
+                    for path, t in sorted(self.times.items())
+                },
             },
             separators=(",", ":"),
         )
@@ -226,4 +268,7 @@ class CowMeta:
                 kind, size, mtime_ns, mode, digest = stamp
                 meta.bases[str(path)] = Stamp(kind, int(size), int(mtime_ns), mode, digest)
         meta.origins = {str(k): str(v) for k, v in data["origins"].items()}
+        for path, (kind, size, mtime_ns, atime, mtime, ctime) in data.get("times", {}).items():
+            base = Stamp(kind, int(size), int(mtime_ns))
+            meta.times[str(path)] = Touched(base, int(atime), int(mtime), int(ctime))
         return meta

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import stat
 import textwrap
 from pathlib import Path
@@ -317,19 +318,20 @@ def summary_of(stderr: str) -> list[str]:
     return lines[start:]
 
 
+@pytest.fixture(scope="module")
+def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return big_repo(tmp_path_factory.mktemp("template") / "repo")
+
+
 @pytest.fixture
-def repo(tmp_path: Path) -> Path:
-    return big_repo(tmp_path / "repo")
-
-
-def test_the_repository_is_real_and_large(repo: Path) -> None:
-    tracked = git(repo, "ls-files").splitlines()
-    assert len(tracked) > 2500
-    assert stat.S_IMODE((repo / "tools" / "build.sh").stat().st_mode) == 0o755
-    assert os.readlink(repo / "latest") == "docs/guide/intro.md"
+def repo(template: Path, tmp_path: Path) -> Path:
+    """A copy of the template repository (modes, times and links kept) for one test."""
+    return Path(shutil.copytree(template, tmp_path / "repo", symlinks=True))
 
 
 def test_run_leaves_the_host_byte_identical_and_reports_exactly(repo: Path) -> None:
+    assert len(git(repo, "ls-files").splitlines()) > 2500
+    assert git(repo, "status", "--porcelain") == ""
     before = host_state(repo)
     done = mountd_run("--diff", "--", "sh", "-c", AGENT, cwd=repo, timeout=120)
     assert done.returncode == 0, done.stderr
