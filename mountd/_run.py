@@ -6,10 +6,10 @@ Theory of operation
    the current directory: copy-on-write, in memory, with the repository policy when it holds a
    git repository), ``bwrap`` is found, and the tree's root is checked for names the sandbox
    covers (``/usr``, ``/etc``, ``/bin``, ...): a tree holding one is refused (exit 2), because
-   the host's would hide it inside the sandbox. When the root holds ``/.git`` and the tree has no
-   policy of its own at the top, the repository policy wraps it (``vfs._policy``). Every change and
-   every denial is recorded in an :class:`vfs._audit.AuditLog` (in memory, and appended to
-   ``--audit FILE``). The trio signal receiver is opened before the mount exists.
+   the host's would hide it inside the sandbox (``--at DIR`` runs such a tree: see 3). When the
+   root holds ``/.git`` and the tree has no policy of its own at the top, the repository policy
+   wraps it (``vfs._policy``). Every change and every denial is recorded in an
+   :class:`vfs._audit.AuditLog` (in memory, and appended to ``--audit FILE``). The trio signal receiver is opened before the mount exists.
 2. The tree, fronted by :class:`mountd._sandbox.SandboxRoot` (which answers the mount points
    bubblewrap needs, so it never writes them into the tree), is mounted in this process on a
    private directory under the state directory (``mountd.mounted``; the event loop serves the
@@ -20,7 +20,12 @@ Theory of operation
    ``/tmp`` from the tree or a tmpfs, new IPC/PID/UTS (and, without ``--net``, network)
    namespaces, no capabilities, ``--die-with-parent``. ``HOME`` is ``/tmp``; the caller's global
    git config (identity) is bound read-only and named by ``GIT_CONFIG_GLOBAL``. SIGINT, SIGTERM
-   and SIGHUP received meanwhile are passed on to bwrap.
+   and SIGHUP received meanwhile are passed on to bwrap. The command is started from the
+   loop's thread (see :func:`_run_command`). With ``--at DIR`` the mount is bound at ``DIR``
+   (the command starts there) instead of ``/``, on bubblewrap's own tmpfs root, where the
+   system entries are made as usual and which is then remounted read-only; there is no
+   :class:`~mountd._sandbox.SandboxRoot`, the tree's root names are its own, and ``/tmp`` is
+   always a tmpfs.
 4. When the command has exited (its PID namespace, and so every process it started, is gone),
    the tree is unmounted and then read through its API: the change summary of every
    copy-on-write layer goes to stderr (git's own files under ``/.git`` counted on one line),
@@ -45,7 +50,7 @@ import sys
 import tempfile
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 import trio
 
@@ -67,7 +72,7 @@ from ._review import (
     in_git,
     outside_git,
 )
-from ._sandbox import SystemEntry, conflicts, host_layout, sandbox_root
+from ._sandbox import SystemEntry, conflicts, host_layout, sandbox_dir, sandbox_root
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -138,6 +143,7 @@ class RunRequest:
     net: bool = False
     audit: str | None = None
     cwd: str = ROOT  # the command's directory inside the sandbox
+    at: str = ROOT  # where the tree is served inside the sandbox (``--at``)
 
 
 def bwrap_path() -> str:
@@ -156,12 +162,17 @@ def bwrap_argv(
     net: bool,
     cwd: str,
     git_global: str | None,
+    at: str = ROOT,
 ) -> list[str]:
-    """The bubblewrap command line (see the module docstring)."""
-    argv = [bwrap, "--bind", mountpoint, "/"]
+    """The bubblewrap command line (see the module docstring): the mount at ``at``; below
+    ``/``, bubblewrap's own root gets the symlinks the sandbox root would have answered."""
+    argv = [bwrap, "--bind", mountpoint, at]
     for entry in entries:
         where = "/" + entry.name
-        if entry.fill == "ro-bind":
+        if entry.fill == "none":
+            if at != ROOT and entry.target is not None:
+                argv += ["--symlink", entry.target, where]
+        elif entry.fill == "ro-bind":
             argv += ["--ro-bind", where, where]
         elif entry.fill == "proc":
             argv += ["--proc", where]
@@ -175,6 +186,8 @@ def bwrap_argv(
             if git_global is not None:
                 argv += ["--ro-bind", git_global, GIT_GLOBAL_IN_SANDBOX]
             argv += ["--remount-ro", where]
+    if at != ROOT:
+        argv += ["--remount-ro", ROOT]  # writes go to the tree or /tmp, never lost on a tmpfs
     argv += ["--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-cgroup-try"]
     if not net:
         argv.append("--unshare-net")
@@ -244,21 +257,25 @@ async def _run(request: RunRequest, bwrap: str) -> int:
     if policy is None and (await view.lstat(GIT_DIR)).kind == "directory":
         policy = repository_policy()
         tree = policy_fs(tree, policy)
-    tmp = (await view.lstat("/tmp")).kind != "directory"
-    entries = host_layout(tmp=tmp)
-    covered = await conflicts(request.tree, [e.name for e in entries if e.name != "tmp"])
-    if covered:
-        raise RunUsageError(
-            f"the tree holds {', '.join(covered)} at its root, which the sandbox needs for the "
-            f"host's {', '.join(covered)}; serve the project below / (a spec with a union "
-            "mount) to run in it"
-        )
+    if request.at != ROOT:
+        entries = host_layout(tmp=True)
+    else:
+        entries = host_layout(tmp=(await view.lstat("/tmp")).kind != "directory")
+        covered = await conflicts(request.tree, [e.name for e in entries if e.name != "tmp"])
+        if covered:
+            names = ", ".join(covered)
+            raise RunUsageError(
+                f"the tree holds {names} at its root, which the sandbox needs for the host's "
+                f"{names}; run it at a directory of its own instead: `mountd run --at /work "
+                "...` (or serve it below / with a spec's union mount)"
+            )
     cows = find_cows(request.tree)
     try:
         log = AuditLog(request.audit)
     except OSError as error:
         raise RunFailure(f"cannot open the audit log {request.audit}: {error.strerror}") from None
-    root = sandbox_root(audited_fs(tree, log), entries)
+    audited = audited_fs(tree, log)
+    root = sandbox_root(audited, entries) if request.at == ROOT else audited
     git_global = git_global_config()
     registry.state_dir(create=True)
     mountpoint = tempfile.mkdtemp(prefix="run-", dir=registry.state_dir())
@@ -270,6 +287,7 @@ async def _run(request: RunRequest, bwrap: str) -> int:
         net=request.net,
         cwd=request.cwd,
         git_global=git_global,
+        at=request.at,
     )
     env = sandbox_env(git_global=git_global is not None)
     try:
@@ -429,13 +447,17 @@ Run COMMAND in a bubblewrap sandbox whose / is a mounted vfs tree, then show wha
   mountd run --diff -- ./agent.sh         ... and print the diff of what changed
   mountd run --apply -- ./fix-lint.sh    ... and write the changes back if it exits 0
   mountd run spec.toml -- sh              the tree a spec describes (see docs/spec.md)
+  mountd run --at /work -- make test      the tree at /work instead of / (for a project with
+                                          its own bin/, lib/, etc/, ...)
 
 Inside: the tree at /, the command starting in /; the host's /usr, /bin, /lib*, /sbin and a
 minimal /etc read-only; fresh /proc and /dev; /tmp from the tree, else an empty tmpfs; HOME=/tmp;
-no network unless --net. A git repository at / gets the repository policy: git works in full,
-but .git/hooks and .git/config are read-only (EACCES), and --apply never writes them back.
-Afterwards the change summary goes to stderr, the diff (--diff) to stdout. The exit status is
-the command's (1 if --apply failed, 2 for a usage error).
+no network unless --net. A tree holding /usr, /etc, /bin, /lib*, /sbin, /proc or /dev at its
+root is refused unless --at DIR serves it at DIR (the command starting there) on a read-only /
+of its own, /tmp then always an empty tmpfs. A git repository gets the repository policy: git
+works in full, but .git/hooks and .git/config are read-only (EACCES), and --apply never writes
+them back. Afterwards the change summary goes to stderr, the diff (--diff) to stdout. The exit
+status is the command's (1 if --apply failed, 2 for a usage error).
 """
 
 
@@ -464,6 +486,19 @@ def _run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--diff", action="store_true", help="print the diff of the changes")
     parser.add_argument("--net", action="store_true", help="let the command use the network")
     parser.add_argument("--audit", metavar="FILE", help="append the audit log (JSON lines) to FILE")
+    parser.add_argument(
+        "--at",
+        metavar="DIR",
+        help="serve the tree at DIR inside the sandbox (the command starts there) instead of "
+        "at /: for trees with their own bin/, lib/, etc/, usr/ ...",
+    )
+
+
+class _Words(argparse.ArgumentParser):
+    """The words before ``--`` (``[SPEC]`` and options, in any order); errors are usage errors."""
+
+    def error(self, message: str) -> NoReturn:
+        raise RunUsageError(message)
 
 
 def command(args: argparse.Namespace) -> int:
@@ -475,19 +510,23 @@ def command(args: argparse.Namespace) -> int:
     before, argv = words[:split], words[split + 1 :]
     if not argv:
         raise RunUsageError("no command after --")
-    spec = [word for word in before if not word.startswith("-")]
-    options = [word for word in before if word.startswith("-")]
-    if options:  # options given after SPEC
-        extra = argparse.ArgumentParser(add_help=False)
-        _run_options(extra)
-        more, unknown = extra.parse_known_args(options)
-        if unknown:
-            raise RunUsageError(f"unknown option {unknown[0]}")
-        for name in ("apply", "diff", "net"):
-            if getattr(more, name):
-                setattr(args, name, True)
-        if more.audit:
-            args.audit = more.audit
+    extra = _Words(add_help=False, prog="mountd run")
+    _run_options(extra)
+    extra.add_argument("spec", nargs="*")
+    more, unknown = extra.parse_known_intermixed_args(before)  # options given after SPEC
+    if unknown:
+        raise RunUsageError(f"unknown option {unknown[0]}")
+    for name in ("apply", "diff", "net"):
+        if getattr(more, name):
+            setattr(args, name, True)
+    for name in ("audit", "at"):
+        if getattr(more, name) is not None:
+            setattr(args, name, getattr(more, name))
+    spec = more.spec
+    try:
+        at = ROOT if args.at is None else sandbox_dir(args.at)
+    except ValueError as error:
+        raise RunUsageError(str(error)) from None
     if len(spec) > 1:
         raise RunUsageError(f"too many arguments before --: {' '.join(spec)} (expected [SPEC])")
     if spec:
@@ -500,6 +539,14 @@ def command(args: argparse.Namespace) -> int:
     audit = None if args.audit is None else os.path.abspath(args.audit)
     logging.basicConfig(level=logging.WARNING, format="mountd run: %(message)s")
     request = RunRequest(
-        tree, description, tuple(argv), apply=args.apply, diff=args.diff, net=args.net, audit=audit
+        tree,
+        description,
+        tuple(argv),
+        apply=args.apply,
+        diff=args.diff,
+        net=args.net,
+        audit=audit,
+        cwd=at,
+        at=at,
     )
     return run(request)

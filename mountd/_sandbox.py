@@ -21,6 +21,11 @@ changes. So :class:`SandboxRoot` serves them itself, in front of the tree:
 The tree must not hold entries of those names at its root (:func:`conflicts` lists them; the
 command line refuses to run over such a tree rather than hide part of it). :func:`host_layout`
 reads the host's layout once, before anything is mounted.
+
+A tree that does hold such names runs at a directory of its own instead (``mountd run --at
+/work``): bubblewrap's root is then its own tmpfs, where it makes the mount points itself, so no
+:class:`SandboxRoot` is needed; :func:`sandbox_dir` checks that directory (absolute, and outside
+every name the sandbox provides, ``/tmp`` included).
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ from vfs._types import ChangeCallback
 
 SYSTEM_DIRS = ("usr", "etc", "proc", "dev")
 LINK_DIRS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
+PROVIDED = (*SYSTEM_DIRS, *LINK_DIRS, "tmp")  # every root name the sandbox may fill
 
 EntryKind = Literal["directory", "symlink"]
 
@@ -76,6 +82,21 @@ def host_layout(*, tmp: bool) -> tuple[SystemEntry, ...]:
     if tmp:
         entries.append(SystemEntry("tmp", "directory", "tmpfs"))
     return tuple(sorted(entries, key=lambda entry: entry.name))
+
+
+def sandbox_dir(text: str) -> str:
+    """The normalized directory ``text`` names for serving a tree inside the sandbox (``--at``);
+    ``ValueError`` (with the reason) when it is relative or lies in a name the sandbox provides."""
+    if not text.startswith("/"):
+        raise ValueError(f"--at {text}: give an absolute directory, e.g. --at /work")
+    path = normalize_path(text)
+    if path != ROOT and split_path(path)[0] in PROVIDED:
+        top = "/" + split_path(path)[0]
+        raise ValueError(
+            f"--at {text}: inside {top}, which the sandbox provides; choose a directory "
+            "elsewhere, e.g. --at /work"
+        )
+    return path
 
 
 async def conflicts(tree: vfs.FileSystem, names: Sequence[str]) -> builtins.list[str]:
