@@ -20,12 +20,13 @@ import os
 import re
 import shutil
 import stat
+import subprocess
 import textwrap
 from pathlib import Path
 
 import pytest
 
-from .sandbox_trees import MANIFEST_SCRIPT, git, manifest
+from .sandbox_trees import MANIFEST_SCRIPT, git, git_env, manifest
 from .test_run import mountd_run, private_state
 
 pytestmark = [pytest.mark.mount, pytest.mark.slow]
@@ -363,11 +364,29 @@ def test_run_leaves_the_host_byte_identical_and_reports_exactly(repo: Path) -> N
     assert ".git/" not in diff
 
 
+def project_tests(repo: Path) -> subprocess.CompletedProcess[str]:
+    """The project's own test command on the host (Debian's python3, as in the sandbox)."""
+    return subprocess.run(
+        ["/usr/bin/python3", "-m", "unittest", "-q"],
+        cwd=repo,
+        env=git_env(),  # PYTHONDONTWRITEBYTECODE: no __pycache__ in the compared tree
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
 def test_run_apply_makes_the_host_what_the_agent_saw(repo: Path) -> None:
+    assert "FAIL: test_mean" in project_tests(repo).stderr  # the bug the agent fixes
     done = mountd_run("--apply", "--", "sh", "-c", AGENT, cwd=repo, timeout=120)
     assert done.returncode == 0, done.stderr
+    assert "Ran 5 tests" in done.stderr  # the project's suite, run inside the sandbox
     seen = json.loads(done.stdout)
+    # Everything the agent saw, .git included (it could not write .git/hooks or .git/config,
+    # which apply would leave out).
     assert manifest(repo) == seen
+    assert project_tests(repo).returncode == 0
     assert re.search(r"mountd run: applied \d+ changes to dir_fs\(", done.stderr), done.stderr
     assert git(repo, "log", "--format=%s") == "agent: fix mean, move the guide\ninitial\n"
     assert git(repo, "status", "--porcelain") == ""
