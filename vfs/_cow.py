@@ -23,7 +23,8 @@ Copy-up happens on the first change only: ``open(write=True)``, ``truncate``, ``
 ``open`` reads the lower directly and never copies. New times for a lower file alone are not a
 copy-up: they are recorded (``CowMeta.times``) and shown over the lower's while that file is
 unchanged, because git "freshens" every object and pack it would write again with ``utime``, and
-copying a repository's packs up for that costs their size (in memory, by default) and their time. A copy is built under ``stage/`` (bytes, mode, owner where permitted, times) and renamed
+copying a repository's packs up for that costs their size (in memory, by default) and their
+time. A copy is built under ``stage/`` (bytes, mode, owner where permitted, times) and renamed
 into place, with the upper's parents created first as copies of the lower's directories.
 Read-only handles open on a lower file switch to the upper copy when it is made, so they see
 later writes, as one file would. A copy-up changes nothing visible, so its notifications are
@@ -835,6 +836,7 @@ class CowFileSystem:
                     digest = hashlib.sha256(await _read_all(self._lower, path)).hexdigest()
                     self._meta.shadow(path, Stamp.of(info, digest))
                 self._meta.origins[path] = path
+                self._meta.forget_times(path, subtree=False)
                 await self._save()
                 await self._upper.rename(stage, path)
             except BaseException:

@@ -105,6 +105,10 @@ def test_touched_times_go_with_the_file(backend: str) -> None:
         assert cow.meta.times == {}
         await cow.write("/d/sub/z.txt", "again\n")
         assert (await cow.lstat("/d/sub/z.txt")).mtime_ns != T2
+        await cow.setattr("/img.png", mtime_ns=T2)
+        await cow.write("/img.png", b"\x89PNG rewritten")  # a new version: its own times
+        assert cow.meta.times == {}
+        assert (await cow.lstat("/img.png")).mtime_ns != T2
         await lower.untouched()
 
     run(backend, main)
