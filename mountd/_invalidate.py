@@ -9,8 +9,9 @@ The mount lets the kernel cache entries, attributes and file pages for minutes. 
 
 - ``entry`` at ``/p/n``: the name now means something else or nothing. If the kernel knows the
   parent, invalidate the dentry ``(parent, n)`` (also a cached negative lookup) and the parent's
-  attributes; if it knows the node, detach it from the inode table (the next lookup gets a fresh
-  inode) and drop its attributes and pages (open descriptors of it re-read from their handle).
+  attributes and pages (its cached listing); if it knows the node, detach it from the inode
+  table (the next lookup gets a fresh inode) and drop its attributes and pages (open
+  descriptors of it re-read from their handle).
   An ``entry`` change at ``/`` invalidates every name the kernel holds in the root.
 - ``content``: drop the node's pages and attributes. ``metadata``: drop its attributes only.
   (With the writeback cache the kernel trusts its own file size, so a content change is handled
@@ -99,7 +100,7 @@ def plan(table: InodeTable, change: Change, *, writeback: bool = False) -> list[
     if parent is not None and (parent.lookups > 0 or parent is table.root):
         name = base_name(path).encode("utf-8", "surrogateescape")
         notices.append(InvalidateEntry(parent.ino, name))
-        notices.append(InvalidateInode(parent.ino, attr_only=True))
+        notices.append(InvalidateInode(parent.ino))  # its attributes and its cached listing
     node = table.resolve(path)
     if node is not None:
         known = node.lookups > 0

@@ -35,6 +35,9 @@ Decisions a reader may question:
   (it moves around every changing request and on every change reported by the tree's API);
   otherwise each remaining entry is ``lstat``ed again, because readdirplus attributes go
   straight into the kernel's attribute cache and must not be older than the request.
+  ``opendir`` asks the kernel to keep the listing (``cache_readdir``, when this pyfuse3 has it):
+  it is listed again only after the directory changes (through the mount the kernel notices;
+  through the API ``mountd._invalidate`` drops the directory's pages).
 - The kernel attributes built for a node are kept on the node with the ``FileInfo`` they came
   from and reused while the tree answers an equal ``FileInfo``.
 - ``fsync`` is always forwarded; answering ENOSYS would make every later fsync a silent no-op.
@@ -81,6 +84,9 @@ _F = TypeVar("_F", bound=Callable[..., Awaitable[Any]])
 _STATFS_BLOCKS = 1 << 28
 _STATFS_FILES = 1 << 32
 _NOT_SUPPORTED = (errno.EOPNOTSUPP, errno.ENOSYS)
+
+CACHE_READDIR = hasattr(pyfuse3.FileInfo(), "cache_readdir")
+"""Whether this pyfuse3 can ask the kernel to cache listings (``scripts/install`` patches it in)."""
 
 
 def _request(*, write: bool = False) -> Callable[[_F], _F]:
@@ -148,6 +154,7 @@ class Operations(pyfuse3.Operations):
         origin: object,
         counters: Counter[str] | None = None,
         writeback: bool = False,
+        cache_listings: bool = True,
     ) -> None:
         super().__init__()
         self.fs = fs
@@ -164,6 +171,7 @@ class Operations(pyfuse3.Operations):
         self.generation = 0
         # Read by pyfuse3 when the kernel connection is set up.
         self.enable_writeback_cache = writeback
+        self.cache_listings = cache_listings and CACHE_READDIR
 
     async def close_all(self) -> None:
         """After the session ends: close the files the kernel never released (a process still
@@ -563,10 +571,16 @@ class Operations(pyfuse3.Operations):
     # --- directories -----------------------------------------------------------------------
 
     @_request()
-    async def opendir(self, inode: int, ctx: pyfuse3.RequestContext) -> int:
+    async def opendir(  # type: ignore[override]
+        self, inode: int, ctx: pyfuse3.RequestContext
+    ) -> int | pyfuse3.FileInfo:
         node = self._node(inode)
         handle = self.handles.add_dir(node)
         self.inodes.pin(node)
+        if self.cache_listings:
+            return pyfuse3.FileInfo(  # type: ignore[call-arg]
+                fh=handle.fh, keep_cache=True, cache_readdir=True
+            )
         return handle.fh
 
     async def _snapshot(self, node: Node) -> list[tuple[str, FileInfo | None]]:

@@ -73,6 +73,8 @@ class MountOptions:
     ``fast_reader``: read requests with :mod:`mountd._reader` instead of pyfuse3's own loop
     (turn off to compare, or if a pyfuse3 upgrade misbehaves with it). ``read_ahead_kb``: the
     mount's read-ahead window (``None`` keeps libfuse's 128 KiB); needs root, else ignored.
+    ``cache_listings``: the kernel keeps directory listings until the tree changes (needs the
+    pyfuse3 that ``scripts/install`` builds; ignored with a stock one), like attributes.
     """
 
     fsname: str = "agentroot"
@@ -84,6 +86,7 @@ class MountOptions:
     writeback: bool = False
     debug: bool = False
     fast_reader: bool = True
+    cache_listings: bool = True
     read_ahead_kb: int | None = 1024
     # Longest an API write waits for the kernel to drop its caches (see mountd._invalidate).
     invalidation_timeout: float = 10.0
@@ -220,6 +223,7 @@ async def serve(
             origin=mount,
             counters=mount.counters,
             writeback=options.writeback,
+            cache_listings=options.cache_listings,
         )
         mount._ops = ops
         release_guard = _guard_mountpoint(target)

@@ -40,7 +40,7 @@ def test_an_entry_change_invalidates_the_dentry_and_detaches_the_node() -> None:
     notices = plan(table, Change("/d/f.txt", "entry"))
     assert notices == [
         InvalidateEntry(d, b"f.txt"),
-        InvalidateInode(d, attr_only=True),
+        InvalidateInode(d, attr_only=False),
         InvalidateInode(f, attr_only=False),
     ]
     assert table.resolve("/d/f.txt") is None
@@ -51,7 +51,7 @@ def test_a_new_name_in_a_known_directory_drops_a_cached_negative_entry() -> None
     table, d, _ = table_with_a_file()
     assert plan(table, Change("/d/new.txt", "entry")) == [
         InvalidateEntry(d, b"new.txt"),
-        InvalidateInode(d, attr_only=True),
+        InvalidateInode(d, attr_only=False),
     ]
 
 

@@ -1,0 +1,95 @@
+"""The kernel's cache of directory listings: used, and dropped exactly when a directory changes.
+
+Listings are cached when pyfuse3 can ask for it (``FileInfo.cache_readdir``, which the pyfuse3
+that ``scripts/install`` builds has): a directory listed again costs OPENDIR and RELEASEDIR only,
+until a change through the mount (the kernel drops the cache itself) or through the tree's API
+(the mount invalidates the directory's pages).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import trio
+
+import vfs
+from mountd import MountOptions, mounted
+from mountd._ops import CACHE_READDIR
+
+pytestmark = [pytest.mark.mount, pytest.mark.timeout(120)]
+
+
+def test_the_installed_pyfuse3_can_cache_listings() -> None:
+    """Fails when scripts/install left a stock pyfuse3 (mountd would list slowly, silently)."""
+    assert CACHE_READDIR
+
+
+def _listing(path: Path) -> list[str]:
+    return sorted(os.listdir(path))
+
+
+@pytest.mark.parametrize("cache", [True, False], ids=["cached", "uncached"])
+def test_a_listing_is_served_from_the_cache_until_the_directory_changes(
+    tmp_path: Path, cache: bool
+) -> None:
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+
+    async def main() -> None:
+        tree = vfs.temp_fs({f"/d/f{i}": "x" for i in range(300)})
+        names = [f"f{i}" for i in range(300)]
+        async with mounted(tree, mnt, MountOptions(cache_listings=cache)) as mount:
+            d = mnt / "d"
+
+            async def listing() -> list[str]:
+                return await trio.to_thread.run_sync(_listing, d)
+
+            assert await listing() == sorted(names)
+            before = mount.counters["readdir"]
+            assert await listing() == sorted(names)
+            if cache:
+                assert mount.counters["readdir"] == before  # straight from the kernel's cache
+            else:
+                assert mount.counters["readdir"] > before
+            # Changes through the mount: the kernel drops its own cache.
+            await trio.to_thread.run_sync((d / "new").write_bytes, b"n")
+            await trio.to_thread.run_sync(os.unlink, d / "f0")
+            await trio.to_thread.run_sync(os.rename, d / "f1", d / "g1")
+            expected = sorted({*names, "new", "g1"} - {"f0", "f1"})
+            assert await listing() == expected
+            # Changes through the API: the mount drops it, before the API call returns.
+            await tree.write("/d/api", "a")
+            assert await listing() == sorted([*expected, "api"])
+            await tree.delete("/d/f2")
+            assert "f2" not in await listing()
+            await tree.write("/d/sub/deep", "nested")  # a new directory inside
+            assert "sub" in await listing()
+            assert await trio.to_thread.run_sync(_listing, d / "sub") == ["deep"]
+
+    trio.run(main)
+
+
+def test_an_api_change_drops_the_listing_of_a_tree_without_directory_times(
+    tmp_path: Path,
+) -> None:
+    """An eight-verb tree's directories have no mtime that moves: the cached listing itself must
+    be dropped, not only the directory's attributes."""
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+
+    async def main() -> None:
+        tree = vfs.host_fs(vfs.InMemoryHostFiles({"/d/a.txt": "a"}, scope="s"), "s")
+        async with mounted(tree, mnt) as mount:
+            d = mnt / "d"
+            assert await trio.to_thread.run_sync(_listing, d) == ["a.txt"]
+            mtime = (await trio.to_thread.run_sync(os.stat, d)).st_mtime_ns
+            assert await trio.to_thread.run_sync(_listing, d) == ["a.txt"]
+            if CACHE_READDIR:
+                assert mount.counters["readdir"] == 2  # the first listing only (and its end)
+            await tree.write("/d/b.txt", "b")
+            assert await trio.to_thread.run_sync(_listing, d) == ["a.txt", "b.txt"]
+            assert (await trio.to_thread.run_sync(os.stat, d)).st_mtime_ns == mtime
+
+    trio.run(main)
