@@ -73,10 +73,6 @@ class Reader:
         self._closed = False
         self._streak = 0
 
-    @property
-    def tasks(self) -> int:
-        return self._tasks
-
     async def wait(self) -> bool:
         """Return once a request can be read (True), or False when this worker must stop."""
         if self._reading:
