@@ -9,7 +9,8 @@ Theory of operation
    the host's would hide it inside the sandbox (``--at DIR`` runs such a tree: see 3). When the
    root holds ``/.git`` and the tree has no policy of its own at the top, the repository policy
    wraps it (``vfs._policy``). Every change and every denial is recorded in an
-   :class:`vfs._audit.AuditLog` (in memory, and appended to ``--audit FILE``). The trio signal receiver is opened before the mount exists.
+   :class:`vfs._audit.AuditLog` (in memory, and appended to ``--audit FILE``). The trio signal
+   receiver is opened before the mount exists.
 2. The tree, fronted by :class:`mountd._sandbox.SandboxRoot` (which answers the mount points
    bubblewrap needs, so it never writes them into the tree), is mounted in this process on a
    private directory under the state directory (``mountd.mounted``; the event loop serves the
