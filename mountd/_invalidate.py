@@ -11,7 +11,10 @@ The mount lets the kernel cache entries, attributes and file pages for minutes. 
   parent, invalidate the dentry ``(parent, n)`` (also a cached negative lookup) and the parent's
   attributes and pages (its cached listing); if it knows the node, detach it from the inode
   table (the next lookup gets a fresh inode) and drop its attributes and pages (open
-  descriptors of it re-read from their handle).
+  descriptors of it re-read from their handle). When the kernel does not know the parent (the
+  tree made it for this change: a write creates missing parents), the same goes for the first
+  unknown name under the nearest directory it knows: it may be listed without it, or remembered
+  as missing.
   An ``entry`` change at ``/`` invalidates every name the kernel holds in the root.
 - ``content``: drop the node's pages and attributes. ``metadata``: drop its attributes only.
   (With the writeback cache the kernel trusts its own file size, so a content change is handled
@@ -44,9 +47,9 @@ import pyfuse3
 import trio
 
 from vfs import Change
-from vfs._paths import ROOT, base_name, parent_path
+from vfs._paths import ROOT, split_path
 
-from ._inodes import InodeTable
+from ._inodes import InodeTable, Node
 
 log = logging.getLogger("mountd")
 
@@ -96,10 +99,12 @@ def plan(table: InodeTable, change: Change, *, writeback: bool = False) -> list[
         notices.append(InvalidateInode(root.ino))
         return notices
     notices = []
-    parent = table.resolve(parent_path(path))
-    if parent is not None and (parent.lookups > 0 or parent is table.root):
-        name = base_name(path).encode("utf-8", "surrogateescape")
-        notices.append(InvalidateEntry(parent.ino, name))
+    # The nearest directory the kernel knows, and the name under it that leads to ``path``: the
+    # parent itself, or an ancestor when the tree made directories for this change (a write
+    # creates missing parents) that the kernel lists as absent or may remember as missing.
+    parent, name = _nearest_known(table, path)
+    if parent.lookups > 0 or parent is table.root:
+        notices.append(InvalidateEntry(parent.ino, name.encode("utf-8", "surrogateescape")))
         notices.append(InvalidateInode(parent.ino))  # its attributes and its cached listing
     node = table.resolve(path)
     if node is not None:
@@ -108,6 +113,18 @@ def plan(table: InodeTable, change: Change, *, writeback: bool = False) -> list[
         if known:
             notices.append(InvalidateInode(node.ino))
     return notices
+
+
+def _nearest_known(table: InodeTable, path: str) -> tuple[Node, str]:
+    """The deepest node of ``table`` on the way to ``path``'s parent, and the next name."""
+    node = table.root
+    names = split_path(path)
+    for name in names[:-1]:
+        child = node.children.get(name)
+        if child is None:
+            return node, name
+        node = child
+    return node, names[-1]
 
 
 def send_to_kernel(notice: Notice) -> None:

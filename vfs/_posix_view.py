@@ -38,7 +38,7 @@ from __future__ import annotations
 import builtins
 import errno
 import os
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from time import time_ns
 from typing import cast
 
@@ -56,6 +56,7 @@ from ._errors import (
 from ._merge import aclose, merge_sorted, path_key, unique_by_path
 from ._paths import ROOT, is_strictly_under, is_under, join_path, normalize_path, parent_path
 from ._types import (
+    Change,
     ChangeCallback,
     ChangeKind,
     DirEntry,
@@ -188,13 +189,38 @@ class PosixView:
         own = self._observers.subscribe(callback)
         if not self._watchable:
             return own
-        inner = cast(Watchable, self._fs).watch(callback)
+
+        def forward(change: Change) -> Awaitable[None] | None:
+            pending = callback(change)
+            if change.kind != "entry" or change.path == ROOT:
+                return pending
+            return self._report_vanished_parents(change.path, callback, pending)
+
+        inner = cast(Watchable, self._fs).watch(forward)
 
         def unsubscribe() -> None:
             own()
             inner()
 
         return unsubscribe
+
+    async def _report_vanished_parents(
+        self, path: str, callback: ChangeCallback, pending: Awaitable[None] | None
+    ) -> None:
+        """The tree's directories exist while they hold something, so a removal at ``path``
+        (made through the tree's API) can take its parents with it: report the topmost that is
+        gone, as a removal of its own, so that a mount forgets it and lists its parent again."""
+        if pending is not None:
+            await pending
+        gone = None
+        probe = parent_path(path)
+        while probe != ROOT and (await self.stat(probe)).kind == "missing":
+            gone = probe
+            probe = parent_path(probe)
+        if gone is not None:
+            result = callback(Change(gone, "entry"))
+            if result is not None:
+                await result
 
     # Buffers of open files.
 

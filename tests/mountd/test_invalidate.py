@@ -6,7 +6,7 @@ import threading
 
 import trio
 
-from mountd._inodes import InodeTable
+from mountd._inodes import ROOT_INODE, InodeTable
 from mountd._invalidate import InvalidateEntry, InvalidateInode, Invalidator, Notice, plan
 from vfs import Change, FileInfo
 
@@ -24,8 +24,21 @@ def table_with_a_file() -> tuple[InodeTable, int, int]:
 def test_unknown_paths_need_nothing() -> None:
     table, _, _ = table_with_a_file()
     assert plan(table, Change("/elsewhere/x", "content")) == []
-    assert plan(table, Change("/elsewhere/x", "entry")) == []
     assert plan(table, Change("/d/new.txt", "metadata")) == []
+
+
+def test_a_new_name_under_unknown_directories_drops_the_first_unknown_name() -> None:
+    """The tree made ``/elsewhere`` (and ``/d/sub``) for this change: the kernel may list the
+    nearest directory it knows without it, or remember the name as missing."""
+    table, d, _ = table_with_a_file()
+    assert plan(table, Change("/elsewhere/x", "entry")) == [
+        InvalidateEntry(ROOT_INODE, b"elsewhere"),
+        InvalidateInode(ROOT_INODE, attr_only=False),
+    ]
+    assert plan(table, Change("/d/sub/deeper/x", "entry")) == [
+        InvalidateEntry(d, b"sub"),
+        InvalidateInode(d, attr_only=False),
+    ]
 
 
 def test_content_and_metadata_invalidate_the_inode() -> None:
