@@ -8,8 +8,9 @@ listings for minutes; what keeps it right is the kernel's own bookkeeping for ch
 the mount and ``mountd._invalidate`` for changes made through the API. Hypothesis draws short
 sequences of both kinds over a tiny namespace, and after each step every directory's listing and
 every file's bytes are read through the mount (so they are cached for the next step) and compared
-with the tree's answer. Trees: ``temp_fs``, ``dir_fs`` and ``host_fs`` (an eight-verb tree,
-whose directories have no modification time that moves).
+with the tree's answer. Trees: ``temp_fs``, ``dir_fs``, ``host_fs`` (an eight-verb tree, whose
+directories have no modification time that moves), ``cow_fs`` over a read-only host directory,
+and a union with a host directory mounted at ``/d``.
 
 Each example mounts in this process (:func:`mountd.mounted`) and touches the mount only from
 worker threads.
@@ -65,7 +66,27 @@ def _host(root: Path) -> object:
     return vfs.host_fs(vfs.InMemoryHostFiles({}, scope="s"), "s")
 
 
-TREES: dict[str, Callable[[Path], object]] = {"temp": _temp, "dir": _dir, "host": _host}
+def _cow(root: Path) -> object:
+    host = root / "host"
+    host.mkdir()
+    (host / "d").mkdir()
+    (host / "d" / "x").write_bytes(b"from the host")
+    return vfs.cow_fs(vfs.dir_fs(host, read_only=True))
+
+
+def _union(root: Path) -> object:
+    host = root / "host"
+    host.mkdir()
+    return vfs.union_fs({"/": vfs.temp_fs(), "/d": vfs.dir_fs(host)})
+
+
+TREES: dict[str, Callable[[Path], object]] = {
+    "temp": _temp,
+    "dir": _dir,
+    "host": _host,
+    "cow": _cow,
+    "union": _union,
+}
 
 
 def _mount_view(mnt: Path) -> dict[str, object]:
