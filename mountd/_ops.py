@@ -68,7 +68,7 @@ import pyfuse3
 
 from vfs import FileInfo, OpenFile, PosixFileSystem, change_origin
 from vfs._capabilities import buffers_writes, list_info_of
-from vfs._paths import NAME_MAX, join_path
+from vfs._paths import NAME_MAX, join_path, parent_path
 
 from ._attrs import BLOCK_SIZE, AttrPolicy
 from ._errno import errno_for
@@ -205,6 +205,20 @@ class Operations(pyfuse3.Operations):
             raise _fuse_error(errno.ENAMETOOLONG)
         text = os.fsdecode(name)
         return parent, text, join_path(self._path(parent), text)
+
+    async def _new_group(
+        self, parent: Node, path: str, ctx: pyfuse3.RequestContext
+    ) -> tuple[int, bool]:
+        """The group of a new entry at ``path`` in ``parent``, and whether a new directory gets
+        S_ISGID: a directory with S_ISGID hands down its group (and, to directories, the bit), as
+        on a local Linux filesystem; otherwise the caller's group. (The kernel has already
+        dropped S_ISGID from a new file's mode when the caller is not in that group.)"""
+        info = parent.info
+        if info is None:
+            info = await self.fs.lstat(parent_path(path))
+        if info.mode is not None and info.mode & stat.S_ISGID and info.kind == "directory":
+            return (ctx.gid if info.gid is None else info.gid), True
+        return ctx.gid, False
 
     def tree_changed(self) -> None:
         """The tree changed outside a request (through its API): listings must look again."""
@@ -377,6 +391,7 @@ class Operations(pyfuse3.Operations):
             # Trees hold files, directories and symlinks only (see the module docstring).
             raise _fuse_error(errno.EPERM)
         parent, text, path = self._child_path(parent_inode, name)
+        gid, _ = await self._new_group(parent, path, ctx)
         file = await self.fs.open(
             path,
             write=True,
@@ -384,7 +399,7 @@ class Operations(pyfuse3.Operations):
             exclusive=True,
             mode=mode & ~ctx.umask & 0o7777,
             uid=ctx.uid,
-            gid=ctx.gid,
+            gid=gid,
         )
         await file.close()
         info = await self._lstat_existing(path)
@@ -395,7 +410,9 @@ class Operations(pyfuse3.Operations):
         self, parent_inode: int, name: bytes, mode: int, ctx: pyfuse3.RequestContext
     ) -> pyfuse3.EntryAttributes:
         parent, text, path = self._child_path(parent_inode, name)
-        await self.fs.mkdir(path, mode & ~ctx.umask & 0o7777, uid=ctx.uid, gid=ctx.gid)
+        gid, setgid = await self._new_group(parent, path, ctx)
+        mode = mode & ~ctx.umask & 0o7777
+        await self.fs.mkdir(path, mode | stat.S_ISGID if setgid else mode, uid=ctx.uid, gid=gid)
         info = await self._lstat_existing(path)
         return self._entry(self.inodes.remember(parent, text, info), info)
 
@@ -418,7 +435,8 @@ class Operations(pyfuse3.Operations):
         self, parent_inode: int, name: bytes, target: bytes, ctx: pyfuse3.RequestContext
     ) -> pyfuse3.EntryAttributes:
         parent, text, path = self._child_path(parent_inode, name)
-        await self.fs.symlink(path, os.fsdecode(target), uid=ctx.uid, gid=ctx.gid)
+        gid, _ = await self._new_group(parent, path, ctx)
+        await self.fs.symlink(path, os.fsdecode(target), uid=ctx.uid, gid=gid)
         info = await self._lstat_existing(path)
         return self._entry(self.inodes.remember(parent, text, info), info)
 
@@ -501,6 +519,7 @@ class Operations(pyfuse3.Operations):
         self, parent_inode: int, name: bytes, mode: int, flags: int, ctx: pyfuse3.RequestContext
     ) -> tuple[pyfuse3.FileInfo, pyfuse3.EntryAttributes]:
         parent, text, path = self._child_path(parent_inode, name)
+        gid, _ = await self._new_group(parent, path, ctx)
         file = await self.fs.open(
             path,
             write=True,
@@ -509,7 +528,7 @@ class Operations(pyfuse3.Operations):
             truncate=bool(flags & os.O_TRUNC),
             mode=mode & ~ctx.umask & 0o7777,
             uid=ctx.uid,
-            gid=ctx.gid,
+            gid=gid,
         )
         try:
             info = await self._lstat_existing(path)

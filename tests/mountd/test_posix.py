@@ -823,6 +823,32 @@ def test_owner_is_the_calling_user(rw_root: Root) -> None:
         assert (st.st_uid, st.st_gid) == (OTHER_UID, OTHER_GID), p
 
 
+def test_a_setgid_directory_hands_down_its_group(rw_root: Root) -> None:
+    """As on a local Linux filesystem: new entries in an S_ISGID directory get its group (not
+    the caller's), and new directories also get the bit."""
+    shared = rw_root.path / "shared"
+    os.mkdir(shared)
+    os.chown(shared, -1, OTHER_GID)
+    os.chmod(shared, 0o2777)
+    dfd = _dir_fd(shared)
+    try:
+        with as_fs_user(OTHER_UID, OTHER_GID + 1):
+            _create_at(dfd, "f", b"")
+            os.mkdir("d", 0o755, dir_fd=dfd)
+            os.symlink("f", "l", dir_fd=dfd)
+    finally:
+        os.close(dfd)
+    for p in ("f", "d", "l"):
+        st = os.lstat(shared / p)
+        assert (st.st_uid, st.st_gid) == (OTHER_UID, OTHER_GID), p
+    assert stat.S_IMODE(os.stat(shared / "d").st_mode) & stat.S_ISGID
+    assert not stat.S_IMODE(os.stat(shared / "f").st_mode) & stat.S_ISGID
+    # Without the bit, the caller's group as before.
+    os.chmod(shared, 0o777)
+    put(shared / "g")
+    assert os.stat(shared / "g").st_gid == os.getegid()
+
+
 def test_permissions_are_enforced(rw_root: Root) -> None:
     base = rw_root.path
     put(base / "public", b"read me", 0o644)
