@@ -596,7 +596,12 @@ class Operations(pyfuse3.Operations):
         node = self._node(inode)
         handle = self.handles.add_dir(node)
         self.inodes.pin(node)
-        if self.cache_listings:
+        info = node.info
+        if self.cache_listings and info is not None and info.mtime_ns:
+            # Only a directory with a modification time: the kernel drops a cached listing when
+            # it sees that time move (after its attribute timeout too, for changes that never
+            # reach us). A tree whose directories have none (an object store's prefixes) could
+            # change from elsewhere unseen, so those are listed afresh each time.
             return pyfuse3.FileInfo(  # type: ignore[call-arg]
                 fh=handle.fh, keep_cache=True, cache_readdir=True
             )

@@ -226,8 +226,9 @@ def _parser() -> argparse.ArgumentParser:
         type=_seconds,
         default=300.0,
         metavar="SECONDS",
-        help="how long the kernel may cache names and attributes (default 300; the daemon "
-        "invalidates them when the tree changes)",
+        help="how long the kernel may cache names, attributes and listings (default 300; the "
+        "daemon invalidates them when the tree changes; lower it for a host directory that "
+        "other programs change)",
     )
     mount.add_argument(
         "--ready-timeout",
