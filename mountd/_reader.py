@@ -117,7 +117,8 @@ class Reader:
                 self._spares.unpark()
         elif self._tasks < self._max_tasks:
             self._tasks += 1
-            loop: Callable[..., Awaitable[Any]] = pyfuse3._session_loop  # type: ignore[attr-defined]
+            loop: Callable[..., Awaitable[Any]]
+            loop = pyfuse3._session_loop  # type: ignore[attr-defined]
             self._nursery.start_soon(loop, self._nursery, 1, 1)
 
     def close(self) -> None:
