@@ -63,6 +63,7 @@ class Node:
         "name",
         "opens",
         "parent",
+        "told",
         "written",
     )
 
@@ -83,6 +84,9 @@ class Node:
         self.attrs_of: FileInfo | None = None
         # Written through the mount since it was last opened (see mountd._ops, keep_cache).
         self.written = False
+        # Names in this directory the kernel was told to forget (new directories the tree made
+        # on the way to an API change) and has not asked about since (see mountd._invalidate).
+        self.told: set[str] | None = None
 
     def __repr__(self) -> str:
         return (

@@ -102,8 +102,8 @@ def plan(table: InodeTable, change: Change, *, writeback: bool = False) -> list[
     # The nearest directory the kernel knows, and the name under it that leads to ``path``: the
     # parent itself, or an ancestor when the tree made directories for this change (a write
     # creates missing parents) that the kernel lists as absent or may remember as missing.
-    parent, name = _nearest_known(table, path)
-    if parent.lookups > 0 or parent is table.root:
+    parent, name, direct = _nearest_known(table, path)
+    if (parent.lookups > 0 or parent is table.root) and (direct or _first_news(parent, name)):
         notices.append(InvalidateEntry(parent.ino, name.encode("utf-8", "surrogateescape")))
         notices.append(InvalidateInode(parent.ino))  # its attributes and its cached listing
     node = table.resolve(path)
@@ -115,16 +115,32 @@ def plan(table: InodeTable, change: Change, *, writeback: bool = False) -> list[
     return notices
 
 
-def _nearest_known(table: InodeTable, path: str) -> tuple[Node, str]:
-    """The deepest node of ``table`` on the way to ``path``'s parent, and the next name."""
+def _nearest_known(table: InodeTable, path: str) -> tuple[Node, str, bool]:
+    """The deepest node of ``table`` on the way to ``path``'s parent, the next name, and whether
+    that node is the parent itself."""
     node = table.root
     names = split_path(path)
     for name in names[:-1]:
         child = node.children.get(name)
         if child is None:
-            return node, name
+            return node, name, False
         node = child
-    return node, names[-1]
+    return node, names[-1], True
+
+
+def _first_news(directory: Node, name: str) -> bool:
+    """Whether the kernel may still hold an old view of ``name`` in ``directory`` (a directory
+    the tree made on the way to a change): not once it was told and has not asked since (a
+    lookup of the name or a listing of the directory clears it; see ``Node.told``). A bulk of API
+    writes under one new directory then costs notifications once, not per write."""
+    told = directory.told
+    if told is None:
+        directory.told = {name}
+        return True
+    if name in told:
+        return False
+    told.add(name)
+    return True
 
 
 def send_to_kernel(notice: Notice) -> None:

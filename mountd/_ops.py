@@ -289,6 +289,8 @@ class Operations(pyfuse3.Operations):
             node.info = info
             return self._entry(node, info)
         parent, text, path = self._child_path(parent_inode, name)
+        if parent.told is not None:
+            parent.told.discard(text)  # the kernel asks again (see mountd._invalidate)
         info = await self.fs.lstat(path)
         if not info.exists:
             if self.attrs.negative_timeout > 0:
@@ -620,6 +622,7 @@ class Operations(pyfuse3.Operations):
         handle = self.handles.dir(fh)
         node = handle.node
         if start_id == 0 or handle.entries is None:
+            node.told = None  # the kernel lists it again (see mountd._invalidate)
             generation = self.generation
             handle.entries = await self._snapshot(node)
             handle.generation = generation

@@ -6,9 +6,10 @@ Theory of operation
 The kernel caches entries, attributes, pages and (with the patched pyfuse3) whole directory
 listings for minutes; what keeps it right is the kernel's own bookkeeping for changes made through
 the mount and ``mountd._invalidate`` for changes made through the API. Hypothesis draws short
-sequences of both kinds over a tiny namespace, and after each step every directory's listing and
-every file's bytes are read through the mount (so they are cached for the next step) and compared
-with the tree's answer. Trees: ``temp_fs``, ``dir_fs``, ``host_fs`` (an eight-verb tree, whose
+sequences of both kinds over a tiny namespace, with "look" steps between them (and one at the
+end) where every directory's listing and every file's bytes are read through the mount (so they
+are cached for what follows) and compared with the tree's answer, and "peek" steps that list the
+root alone (caching its listing without looking up any name beneath). Trees: ``temp_fs``, ``dir_fs``, ``host_fs`` (an eight-verb tree, whose
 directories have no modification time that moves), ``cow_fs`` over a read-only host directory,
 and a union with a host directory mounted at ``/d``.
 
@@ -42,10 +43,13 @@ payloads = st.sampled_from((b"", b"one", b"two!", b"x" * 5000))
 steps = st.lists(
     st.one_of(
         st.tuples(st.just("api_write"), st.sampled_from(FILES), payloads),
-        st.tuples(st.just("api_delete"), st.sampled_from(FILES)),
+        st.tuples(st.just("api_delete"), st.sampled_from((*FILES, "/d/e", "/d"))),
         st.tuples(st.just("mount_write"), st.sampled_from(FILES), payloads),
         st.tuples(st.just("mount_unlink"), st.sampled_from(FILES)),
         st.tuples(st.just("mount_rename"), st.sampled_from(FILES), st.sampled_from(FILES)),
+        st.tuples(st.just("look")),
+        st.tuples(st.just("look")),
+        st.tuples(st.just("peek")),
     ),
     min_size=1,
     max_size=12,
@@ -87,6 +91,10 @@ TREES: dict[str, Callable[[Path], object]] = {
     "cow": _cow,
     "union": _union,
 }
+
+
+def _listing(path: Path) -> list[str]:
+    return sorted(os.listdir(path))
 
 
 def _mount_view(mnt: Path) -> dict[str, object]:
@@ -171,14 +179,72 @@ def test_api_and_mount_changes_interleaved_stay_coherent(
                 # The reference is the tree as the mount serves it: for an eight-verb tree, a
                 # view that keeps a directory emptied through the mount (POSIX) as pending.
                 served = mount.tree
-                for step in steps:
+                for number, step in enumerate(steps, 1):
                     if str(step[0]).startswith("api_"):
                         await _api_step(tree, step)  # type: ignore[arg-type]
-                    else:
+                    elif step[0] == "peek":  # the root's listing alone: no lookups beneath
+                        seen_root = await trio.to_thread.run_sync(_listing, mnt)
+                        assert seen_root == (await _tree_view(served))["/"], f"{steps[:number]}"
+                    elif step[0] != "look":
                         await trio.to_thread.run_sync(_mount_step, mnt, step)
-                    seen = await trio.to_thread.run_sync(_mount_view, mnt)
-                    assert seen == await _tree_view(served), f"after {step}"
+                    if step[0] == "look" or number == len(steps):
+                        seen = await trio.to_thread.run_sync(_mount_view, mnt)
+                        assert seen == await _tree_view(served), f"after {steps[:number]}"
 
         trio.run(main)
 
     run()
+
+
+@pytest.mark.parametrize("kind", sorted(TREES))
+def test_a_directory_removed_and_made_again_through_the_api_is_listed(
+    tmp_path: Path, kind: str
+) -> None:
+    """The invalidator tells the kernel once about a directory the tree made on the way to an
+    API write (not on every write beneath it); a listing in between must reset that."""
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+
+    async def main() -> None:
+        tree = TREES[kind](tmp_path)
+        assert isinstance(tree, vfs.Watchable)
+        async with mounted(tree, mnt):  # type: ignore[arg-type]
+            before = await trio.to_thread.run_sync(_listing, mnt)
+            await tree.write("/n/x", "1")  # /n made on the way: the root's listing is dropped
+            assert await trio.to_thread.run_sync(_listing, mnt) == sorted([*before, "n"])
+            await tree.delete("/n/x")
+            with contextlib.suppress(OSError):  # an eight-verb tree's /n is gone already
+                await tree.delete("/n")
+            assert await trio.to_thread.run_sync(_listing, mnt) == before  # cached without n
+            assert not await trio.to_thread.run_sync((mnt / "n").exists)  # remembered missing
+            await tree.write("/n/y", "2")  # /n made again: the kernel must hear of it again
+            assert await trio.to_thread.run_sync(_listing, mnt / "n") == ["y"]
+            assert await trio.to_thread.run_sync(_listing, mnt) == sorted([*before, "n"])
+            await tree.write("/n/z", "3")  # beneath it, unseen: no news for the root
+            assert await trio.to_thread.run_sync(_listing, mnt / "n") == ["y", "z"]
+
+    trio.run(main)
+
+
+@pytest.mark.parametrize("kind", sorted(TREES))
+def test_a_directory_looked_up_as_missing_and_made_again_is_found(
+    tmp_path: Path, kind: str
+) -> None:
+    """The same without listings: a lookup of the name between resets it too."""
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+
+    async def main() -> None:
+        tree = TREES[kind](tmp_path)
+        assert isinstance(tree, vfs.Watchable)
+        async with mounted(tree, mnt):  # type: ignore[arg-type]
+            await tree.write("/n/x", "1")
+            assert await trio.to_thread.run_sync(_listing, mnt / "n") == ["x"]
+            await tree.delete("/n/x")
+            with contextlib.suppress(OSError):  # an eight-verb tree's /n is gone already
+                await tree.delete("/n")
+            assert not await trio.to_thread.run_sync((mnt / "n").exists)  # remembered missing
+            await tree.write("/n/y", "2")
+            assert await trio.to_thread.run_sync(_listing, mnt / "n") == ["y"]
+
+    trio.run(main)

@@ -39,6 +39,14 @@ def test_a_new_name_under_unknown_directories_drops_the_first_unknown_name() -> 
         InvalidateEntry(d, b"sub"),
         InvalidateInode(d, attr_only=False),
     ]
+    # Told once: more changes beneath cost nothing until the kernel asks about the name again.
+    assert plan(table, Change("/elsewhere/y", "entry")) == []
+    assert plan(table, Change("/d/sub/z", "entry")) == []
+    table.root.told = None  # as a listing of the root does
+    assert plan(table, Change("/elsewhere/z", "entry")) == [
+        InvalidateEntry(ROOT_INODE, b"elsewhere"),
+        InvalidateInode(ROOT_INODE, attr_only=False),
+    ]
 
 
 def test_content_and_metadata_invalidate_the_inode() -> None:
