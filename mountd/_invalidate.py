@@ -14,7 +14,8 @@ The mount lets the kernel cache entries, attributes and file pages for minutes. 
   descriptors of it re-read from their handle). When the kernel does not know the parent (the
   tree made it for this change: a write creates missing parents), the same goes for the first
   unknown name under the nearest directory it knows: it may be listed without it, or remembered
-  as missing.
+  as missing. That is said once per name until the kernel asks about it again (``Node.told``),
+  so a bulk of API writes beneath a new directory does not pay for it on every write.
   An ``entry`` change at ``/`` invalidates every name the kernel holds in the root.
 - ``content``: drop the node's pages and attributes. ``metadata``: drop its attributes only.
   (With the writeback cache the kernel trusts its own file size, so a content change is handled
