@@ -24,11 +24,12 @@ def main(argv: list[str]) -> int:
     busy = 0
     with open(log_path, "a", encoding="ascii") as log:
         while time.time() < deadline:
-            # Two-second cycles, the same for all peers: half a second leaning to staging, then
-            # draining, so the worktree empties often (also through a slow mount) and final
-            # cleanups race the odd fresh bootstrap.
-            draining = time.time() % 2.0 >= 0.5
-            if (not draining and len(mine) < 2) or (draining and rng.random() < 0.01):
+            # Cycles of 3 s, the same for all peers: half a second leaning to staging, then
+            # draining long enough for the worktree to empty even through a slow mount on a
+            # loaded machine (16 disposals queue on one lock), while final cleanups still race
+            # the odd fresh bootstrap.
+            draining = time.time() % 3.0 >= 0.5
+            if (not draining and len(mine) < 2) or (draining and rng.random() < 0.003):
                 entry = mcpstage.ServerEntry("node", (f"bridge-{seed}.js", str(rng.random())))
                 try:
                     outcome = mcpstage.stage(worktree, entry, wait=20)
