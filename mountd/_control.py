@@ -78,7 +78,7 @@ import trio
 from vfs import Change, FileSystem, Watchable
 from vfs._cow_meta import CowConflictError, TreeChange
 from vfs._errors import ReadOnlyMountError
-from vfs._paths import ROOT, add_prefix, is_under, normalize_path, strip_prefix
+from vfs._paths import ROOT, is_under, normalize_path, strip_prefix
 from vfs._posix_view import posix_view
 from vfs.turns import Turn, TurnRoot
 
@@ -322,7 +322,7 @@ class Controller:
                 raise ControlError(
                     f"{_nothing_more(applied)}: {error} ({len(error.paths)} conflicting "
                     f"path{'s' if len(error.paths) != 1 else ''})",
-                    conflicts=[_full(found, path) for path in error.paths],
+                    conflicts=[found.served(path) for path in error.paths],
                     applied=applied,
                 ) from None
             except ReadOnlyMountError:
@@ -337,7 +337,7 @@ class Controller:
                     applied=applied,
                 ) from None
             applied += [_change_entry(found, change) for change in done]
-            kept += [_full(found, path) for path in protected]
+            kept += [found.served(path) for path in protected]
         if paths is not None and kept and not applied:
             raise ControlError(
                 f"not applied: {', '.join(kept)} "
@@ -360,8 +360,8 @@ class Controller:
                 continue
             async for change in found.cow.changes(chosen):
                 for path in (change.path, change.old_path):
-                    if path is not None and _full(found, path) in writing:
-                        busy.append(_full(found, path))
+                    if path is not None and found.served(path) in writing:
+                        busy.append(found.served(path))
         busy = list(dict.fromkeys(busy))
         if busy:
             raise ControlError(
@@ -404,16 +404,12 @@ def _within(paths: list[str] | None, prefix: str) -> list[str] | None:
     return chosen
 
 
-def _full(found: CowAt, path: str) -> str:
-    return add_prefix(path, found.prefix) if found.prefix != ROOT else path
-
-
 def _change_entry(found: CowAt, change: TreeChange) -> dict[str, Any]:
     return {
-        "path": _full(found, change.path),
+        "path": found.served(change.path),
         "kind": change.kind,
         "entry": change.entry,
-        "from": None if change.old_path is None else _full(found, change.old_path),
+        "from": None if change.old_path is None else found.served(change.old_path),
     }
 
 

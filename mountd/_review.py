@@ -61,6 +61,10 @@ class CowAt:
     prefix: str
     cow: CowFileSystem
 
+    def served(self, path: str) -> str:
+        """A path of the layer's own, as the served tree names it."""
+        return add_prefix(path, self.prefix)
+
 
 def find_cows(tree: object, prefix: str = ROOT) -> list[CowAt]:
     """The copy-on-write layers inside a composition of known wrappers, with their prefixes."""
@@ -69,7 +73,7 @@ def find_cows(tree: object, prefix: str = ROOT) -> list[CowAt]:
     if isinstance(tree, UnionFileSystem):
         found = []
         for mount, child in tree.mounts.items():
-            found += find_cows(child, add_prefix(mount, prefix) if mount != ROOT else prefix)
+            found += find_cows(child, add_prefix(mount, prefix))
         return found
     inner = getattr(tree, "tree", None)
     if inner is not None and inner is not tree:
@@ -110,7 +114,7 @@ def protected(change: TreeChange, prefix: str, policy: Policy | None) -> bool:
         if repository.access(path, directory=directory) != "write":
             return True
         if policy is not None:
-            full = add_prefix(path, prefix) if prefix != ROOT else path
+            full = add_prefix(path, prefix)
             if policy.access(full, directory=directory) != "write":
                 return True
     return False

@@ -407,16 +407,16 @@ def _summary(prefix: str, changes: list[TreeChange], status: int) -> str:
     count = f"{len(changes)} change{'s' if len(changes) != 1 else ''}"
     lines = [f"the command exited with status {status}; {count} in the copy-on-write tree{where}"]
     for change in shown:
-        path = add_prefix(change.path, prefix) if prefix != ROOT else change.path
+        path = add_prefix(change.path, prefix)
         mark = "/" if change.entry == "directory" else ""
         line = f"  {CHANGE_LETTERS[change.kind]} {path}{mark}"
         if change.old_path is not None:
-            old = add_prefix(change.old_path, prefix) if prefix != ROOT else change.old_path
+            old = add_prefix(change.old_path, prefix)
             line += f" (from {old}{mark})"
         lines.append(line)
     if git:
         lines.append(
-            f"  {add_prefix(GIT_DIR, prefix) if prefix != ROOT else GIT_DIR}: "
+            f"  {add_prefix(GIT_DIR, prefix)}: "
             f"{git} change{'s' if git != 1 else ''} (git's own files)"
         )
     return "\n".join(lines)

@@ -301,8 +301,10 @@ async def _serve_session(
             with main_scope:
                 async with trio.open_nursery() as workers:
                     with reader_installed(workers, enabled=options.fast_reader) as reader:
-                        await pyfuse3.main(max_tasks=1 if reader is not None else 99)
-                        if reader is not None:
+                        if reader is None:
+                            await pyfuse3.main()
+                        else:
+                            await pyfuse3.main(max_tasks=1)  # the reader starts the others
                             reader.close()  # spares still parked: the session is over
         finally:
             main_done.set()
