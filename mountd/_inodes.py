@@ -55,6 +55,7 @@ class Node:
     __slots__ = (
         "attrs",
         "attrs_of",
+        "changed_here",
         "children",
         "info",
         "ino",
@@ -63,6 +64,7 @@ class Node:
         "name",
         "opens",
         "parent",
+        "stale_pages",
         "told",
         "written",
     )
@@ -82,11 +84,31 @@ class Node:
         # (building them costs more than comparing two FileInfos; see mountd._ops).
         self.attrs: pyfuse3.EntryAttributes | None = None
         self.attrs_of: FileInfo | None = None
-        # Written through the mount since it was last opened (see mountd._ops, keep_cache).
+        # The kernel's cached pages of this file, which mountd keeps right itself (see
+        # mountd._ops, keep_cache): ``written`` when writes through the mount left pages only
+        # partly valid; ``changed_here`` when the mount changed the content since ``info`` was
+        # learned (a new size or time then is the mount's own); ``stale_pages`` when the tree's
+        # content changed elsewhere.
         self.written = False
+        self.changed_here = False
+        self.stale_pages = False
         # Names in this directory the kernel was told to forget (new directories the tree made
         # on the way to an API change) and has not asked about since (see mountd._invalidate).
         self.told: set[str] | None = None
+
+    def learn(self, info: FileInfo) -> None:
+        """Take ``info`` as what the tree says now; a file whose size or modification time moved
+        without the mount changing it has stale pages."""
+        known = self.info
+        if (
+            known is not None
+            and info.kind == "file"
+            and not self.changed_here
+            and (known.mtime_ns != info.mtime_ns or known.size != info.size)
+        ):
+            self.stale_pages = True
+        self.changed_here = False
+        self.info = info
 
     def __repr__(self) -> str:
         return (
@@ -154,7 +176,7 @@ class InodeTable:
             self._nodes[node.ino] = node
             parent.children[name] = node
         else:
-            node.info = info
+            node.learn(info)
         return node
 
     def remember(self, parent: Node, name: str, info: FileInfo) -> Node:

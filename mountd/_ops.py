@@ -45,10 +45,15 @@ Decisions a reader may question:
   until the kernel forgets the inode: a reader that resolved the name just before the rename
   then still opens the old file, as on tmpfs, instead of failing. Other detached inodes answer
   ``open`` with ``ESTALE``, which makes the kernel redo the path walk once.
-- Open files keep the kernel's page cache (``keep_cache``), except the first open after a write
-  through the mount: a write leaves valid only the pages it covered whole, and reading such a
-  patchwork costs a request per gap, so that open drops the pages once. Changes made outside
-  the mount drop the cache through the invalidation path (``mountd._invalidate``).
+- Open files keep the kernel's page cache (``keep_cache``), and what is written through the
+  mount stays in it: the kernel's own rule (``auto_inval_data``: drop a file's pages whenever
+  its modification time moves, which every write does) is off when pyfuse3 can switch it
+  (``OWN_PAGE_CACHE``). The pages are dropped at the next open instead when the tree reports a
+  new size or time the mount did not cause (``Node.learn``: another writer of a host directory;
+  the kernel asks again once attributes expire, at every permission check) and after writes
+  that started or ended inside a page (the kernel keeps only pages a write covered whole, and
+  reading such a patchwork costs a request per gap). API changes drop the cache through the
+  invalidation path (``mountd._invalidate``).
   ``direct_io`` is never used: it breaks shared ``mmap``, which sqlite and git need.
 """
 
@@ -57,6 +62,7 @@ from __future__ import annotations
 import errno
 import functools
 import logging
+import mmap
 import os
 import stat
 from collections import Counter
@@ -87,6 +93,10 @@ _NOT_SUPPORTED = (errno.EOPNOTSUPP, errno.ENOSYS)
 
 CACHE_READDIR = hasattr(pyfuse3.FileInfo(), "cache_readdir")
 """Whether this pyfuse3 can ask the kernel to cache listings (``scripts/install`` patches it in)."""
+OWN_PAGE_CACHE = hasattr(pyfuse3.Operations, "auto_inval_data")
+"""Whether this pyfuse3 can stop the kernel from dropping a file's pages whenever its time moves
+(``scripts/install`` patches it in)."""
+PAGE_SIZE = mmap.PAGESIZE
 
 
 def _request(*, write: bool = False) -> Callable[[_F], _F]:
@@ -155,6 +165,7 @@ class Operations(pyfuse3.Operations):
         counters: Counter[str] | None = None,
         writeback: bool = False,
         cache_listings: bool = True,
+        keep_written_pages: bool = True,
     ) -> None:
         super().__init__()
         self.fs = fs
@@ -171,6 +182,7 @@ class Operations(pyfuse3.Operations):
         self.generation = 0
         # Read by pyfuse3 when the kernel connection is set up.
         self.enable_writeback_cache = writeback
+        self.auto_inval_data = not (keep_written_pages and OWN_PAGE_CACHE)
         self.cache_listings = cache_listings and CACHE_READDIR
 
     async def close_all(self) -> None:
@@ -246,7 +258,7 @@ class Operations(pyfuse3.Operations):
         if node is not None and node.opens:
             info = await self.fs.lstat(path)
             if info.exists:
-                node.info = info
+                node.learn(info)
 
     async def _keeper_for(self, parent: Node, name: str, path: str) -> tuple[Node, OpenFile] | None:
         """Before a rename replaces the file ``name`` that the kernel knows: open it, so that an
@@ -258,7 +270,7 @@ class Operations(pyfuse3.Operations):
         info = await self.fs.lstat(path)
         if info.kind != "file":
             return None
-        node.info = info
+        node.learn(info)
         return node, await self.fs.open(path)
 
     async def _close_keeper_if_unused(self, node: Node) -> None:
@@ -286,7 +298,7 @@ class Operations(pyfuse3.Operations):
             node = parent if name == b"." or parent.parent is None else parent.parent
             info = await self._lstat_existing(self._path(node))
             self.inodes.ref(node)
-            node.info = info
+            node.learn(info)
             return self._entry(node, info)
         parent, text, path = self._child_path(parent_inode, name)
         if parent.told is not None:
@@ -324,7 +336,7 @@ class Operations(pyfuse3.Operations):
             if node.opens:
                 return self._detached_entry(node)
             raise _fuse_error(errno.ENOENT if not info.exists else errno.ESTALE)
-        node.info = info
+        node.learn(info)
         return self._entry(node, info)
 
     @_request(write=True)
@@ -369,7 +381,9 @@ class Operations(pyfuse3.Operations):
             info = await self.fs.setattr(path, **changes)
         else:
             info = await self._lstat_existing(path)
-        node.info = info
+        # The kernel truncated its pages itself; new times leave them valid.
+        node.changed_here = True
+        node.learn(info)
         return self._entry(node, info)
 
     def _maybe_handle(self, fh: int | None) -> FileHandle | None:
@@ -509,11 +523,11 @@ class Operations(pyfuse3.Operations):
         handle = self.handles.add_file(node, file, flags)
         handle.shared = shared
         self.inodes.pin(node)
-        # After writes through the mount the kernel holds a patchwork of pages (only those a
-        # write covered whole are valid), and a reader then needs a request per gap: the next
-        # open drops them once, so the file comes back in whole read requests.
-        keep = not node.written
-        node.written = False
+        # Pages are dropped when the tree changed the file elsewhere, and after writes through
+        # the mount that left a patchwork of pages (a reader would need a request per gap; the
+        # file then comes back in whole read requests).
+        keep = not (node.written or node.stale_pages)
+        node.written = node.stale_pages = False
         return pyfuse3.FileInfo(fh=handle.fh, keep_cache=keep, direct_io=False)
 
     @_request(write=True)
@@ -548,7 +562,8 @@ class Operations(pyfuse3.Operations):
     async def write(self, fh: int, off: int, buf: bytes) -> int:
         handle = self.handles.file(fh)
         handle.dirty = True
-        handle.node.written = True
+        node = handle.node
+        node.changed_here = True
         done = 0
         view = memoryview(buf)
         while done < len(buf):
@@ -556,10 +571,15 @@ class Operations(pyfuse3.Operations):
             if written <= 0:
                 raise _fuse_error(errno.EIO)
             done += written
-        node = handle.node
-        if node.info is not None and off + done > node.info.size:
+        node.changed_here = True  # again: the tree may have been looked at meanwhile
+        end = off + done
+        if node.info is not None and end > node.info.size:
             # What a detached inode answers; cheap to keep for all (only when the file grows).
-            node.info = _resized(node.info, off + done)
+            node.info = _resized(node.info, end)
+        # The kernel marks only the pages a write covers whole as valid: one that starts inside
+        # a page, or ends inside one before the end of the file, leaves a gap in its cache.
+        if off % PAGE_SIZE or (end % PAGE_SIZE and (node.info is None or end < node.info.size)):
+            node.written = True
         return done
 
     @_request(write=True)
@@ -601,9 +621,10 @@ class Operations(pyfuse3.Operations):
         info = node.info
         if self.cache_listings and info is not None and info.mtime_ns:
             # Only a directory with a modification time: the kernel drops a cached listing when
-            # it sees that time move (after its attribute timeout too, for changes that never
-            # reach us). A tree whose directories have none (an object store's prefixes) could
-            # change from elsewhere unseen, so those are listed afresh each time.
+            # it sees that time move (it looks again once the attributes expire, at the latest
+            # when a process opens the directory: default_permissions). A tree whose directories
+            # have none (an object store's prefixes) could change from elsewhere unseen, so those
+            # are listed afresh each time.
             return pyfuse3.FileInfo(  # type: ignore[call-arg]
                 fh=handle.fh, keep_cache=True, cache_readdir=True
             )

@@ -75,6 +75,9 @@ class MountOptions:
     mount's read-ahead window (``None`` keeps libfuse's 128 KiB); needs root, else ignored.
     ``cache_listings``: the kernel keeps directory listings until the tree changes (needs the
     pyfuse3 that ``scripts/install`` builds; ignored with a stock one), like attributes.
+    ``keep_written_pages``: what is written through the mount stays in the kernel's page cache
+    for later readers (the kernel's own rule drops a file's pages whenever its modification time
+    moves; mountd then drops them itself when the file changes elsewhere; needs the same pyfuse3).
     """
 
     fsname: str = "agentroot"
@@ -87,6 +90,7 @@ class MountOptions:
     debug: bool = False
     fast_reader: bool = True
     cache_listings: bool = True
+    keep_written_pages: bool = True
     read_ahead_kb: int | None = 1024
     # Longest an API write waits for the kernel to drop its caches (see mountd._invalidate).
     invalidation_timeout: float = 10.0
@@ -224,6 +228,7 @@ async def serve(
             counters=mount.counters,
             writeback=options.writeback,
             cache_listings=options.cache_listings,
+            keep_written_pages=options.keep_written_pages,
         )
         mount._ops = ops
         release_guard = _guard_mountpoint(target)

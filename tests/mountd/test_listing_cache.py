@@ -94,3 +94,40 @@ def test_a_tree_without_directory_times_is_listed_afresh(
             assert (await trio.to_thread.run_sync(os.stat, d)).st_mtime_ns == mtime
 
     trio.run(main)
+
+
+@pytest.mark.parametrize("where", ["root", "subdirectory"])
+def test_a_host_directory_changed_behind_the_mount_is_listed_afresh(
+    tmp_path: Path, where: str
+) -> None:
+    """Another writer of a host directory adds and removes names: once the attribute timeout
+    has passed, a listing through the mount shows them, also for the mount's root (which no
+    path walk ever looks up again) and for a directory listed through a held descriptor."""
+    host = tmp_path / "host"
+    (host / "d").mkdir(parents=True)
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    inside = host if where == "root" else host / "d"
+    (inside / "old").write_text("o")
+    options = MountOptions(entry_timeout=0.3, attr_timeout=0.3, negative_timeout=0.3)
+
+    async def main() -> None:
+        async with mounted(vfs.dir_fs(str(host)), mnt, options):
+            seen = mnt if where == "root" else mnt / "d"
+            fd = await trio.to_thread.run_sync(os.open, seen, os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                assert "old" in await trio.to_thread.run_sync(_listing, seen)
+                assert "old" in await trio.to_thread.run_sync(os.listdir, fd)
+                (inside / "new").write_text("n")
+                (inside / "old").unlink()
+                await trio.sleep(0.8)
+                for listed in (
+                    await trio.to_thread.run_sync(os.listdir, fd),
+                    await trio.to_thread.run_sync(_listing, seen),
+                ):
+                    assert "new" in listed
+                    assert "old" not in listed
+            finally:
+                os.close(fd)
+
+    trio.run(main)

@@ -1,0 +1,122 @@
+"""The kernel's cache of file pages: kept after writes through the mount, dropped exactly when
+the file changed elsewhere.
+
+With the pyfuse3 that ``scripts/install`` builds, the kernel no longer drops a file's pages
+whenever it sees the file's modification time move (``auto_inval_data`` off): what a process
+wrote through the mount is read back from memory. mountd drops the pages itself when a file
+changed behind the mount (the tree's API, or another writer of a host directory), and once after
+writes that left some pages only partly valid.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from pathlib import Path
+
+import pytest
+import trio
+
+import vfs
+from mountd import MountOptions, mounted
+from mountd._ops import OWN_PAGE_CACHE
+
+pytestmark = [pytest.mark.mount, pytest.mark.timeout(120)]
+
+MiB = 1 << 20
+
+
+def test_the_installed_pyfuse3_lets_mountd_keep_written_pages() -> None:
+    """Fails when scripts/install left a stock pyfuse3 (every write would empty the cache)."""
+    assert OWN_PAGE_CACHE
+
+
+def _write_chunks(path: Path, chunks: list[tuple[int, bytes]]) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        for offset, data in chunks:
+            assert os.pwrite(fd, data, offset) == len(data)
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.parametrize("keep", [True, False], ids=["kept", "dropped"])
+def test_what_was_written_is_read_back_from_the_cache(tmp_path: Path, keep: bool) -> None:
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    data = random.Random(1).randbytes(4 * MiB)
+    chunk = 64 * 1024
+
+    async def main() -> None:
+        async with mounted(vfs.temp_fs(), mnt, MountOptions(keep_written_pages=keep)) as mount:
+            path = mnt / "big.bin"
+            chunks = [(at, data[at : at + chunk]) for at in range(0, len(data), chunk)]
+            await trio.to_thread.run_sync(_write_chunks, path, chunks)
+            before = mount.counters["read"]
+            assert await trio.to_thread.run_sync(path.read_bytes) == data
+            if keep:
+                assert mount.counters["read"] == before  # every page came from memory
+            else:
+                assert mount.counters["read"] > before
+
+    trio.run(main)
+
+
+def test_partial_page_writes_read_back_whole(tmp_path: Path) -> None:
+    """Writes that start or end inside a page leave the kernel a patchwork of valid pages; the
+    next open drops it, and every byte reads back as written (also while a reader keeps the
+    file open across the writes)."""
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    rng = random.Random(7)
+
+    async def main() -> None:
+        async with mounted(vfs.temp_fs(), mnt):
+            path = mnt / "patch.bin"
+            expected = bytearray()
+            reader = None
+            try:
+                for round_ in range(6):
+                    chunks = []
+                    for _ in range(40):
+                        at = rng.randrange(0, len(expected) + 9000)
+                        data = rng.randbytes(rng.randrange(1, 10_000))
+                        chunks.append((at, data))
+                        if at > len(expected):
+                            expected.extend(bytes(at - len(expected)))
+                        expected[at : at + len(data)] = data
+                    await trio.to_thread.run_sync(_write_chunks, path, chunks)
+                    assert await trio.to_thread.run_sync(path.read_bytes) == expected
+                    if reader is None:
+                        reader = await trio.to_thread.run_sync(os.open, path, os.O_RDONLY)
+                    got = await trio.to_thread.run_sync(os.pread, reader, len(expected) + 1, 0)
+                    assert got == expected, f"round {round_}"
+            finally:
+                if reader is not None:
+                    os.close(reader)
+
+    trio.run(main)
+
+
+def test_a_host_file_changed_behind_the_mount_is_read_afresh(tmp_path: Path) -> None:
+    """Another writer of a host directory changes a file in place (same size): once the
+    attribute timeout has passed, the mount's readers see the new bytes, not cached pages."""
+    host = tmp_path / "host"
+    host.mkdir()
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    target = host / "notes.txt"
+    target.write_bytes(b"old " * 1000)
+    options = MountOptions(entry_timeout=0.3, attr_timeout=0.3, negative_timeout=0.3)
+
+    async def main() -> None:
+        async with mounted(vfs.dir_fs(str(host)), mnt, options):
+            seen = mnt / "notes.txt"
+            assert await trio.to_thread.run_sync(seen.read_bytes) == b"old " * 1000
+            target.write_bytes(b"new " * 1000)
+            stat = target.stat()
+            os.utime(target, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
+            await trio.sleep(0.6)
+            assert await trio.to_thread.run_sync(seen.read_bytes) == b"new " * 1000
+
+    trio.run(main)
