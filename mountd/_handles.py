@@ -9,13 +9,16 @@ file. ``release``/``releasedir`` pop them. The table does not touch the inode ta
 pins the node for as long as the handle exists (see ``mountd._inodes``).
 
 A directory handle keeps a snapshot of the directory's names (with their attributes), taken when
-the kernel reads from offset 0 (``opendir`` and every ``rewinddir``). Offsets given to the kernel are indices into that
-snapshot, so entries added or removed while a listing is in progress never make it skip or repeat
-a name, as readdir(3) requires.
+the kernel reads from offset 0 (``opendir`` and every ``rewinddir``). Offsets given to the kernel
+are positions in that snapshot, so entries added or removed while a listing is in progress never
+make it skip or repeat a name, as readdir(3) requires. Directories listed without a handle (once
+``opendir`` answered ENOSYS, see ``mountd._ops``) keep their snapshot on the inode and number names
+with :class:`Offsets` instead, because several listings may then share one snapshot.
 """
 
 from __future__ import annotations
 
+import bisect
 import os
 from dataclasses import dataclass, field
 
@@ -42,17 +45,62 @@ class FileHandle:
         return (self.flags & os.O_ACCMODE) != os.O_RDONLY
 
 
+@dataclass(eq=False, slots=True)
+class Listing:
+    """A snapshot of a directory being listed: ``(offset, name, info)`` in offset order, where
+    ``offset`` is what the kernel passes back to resume after that entry (names with ``.`` and
+    ``..``; ``info`` is the attributes the name had when the snapshot was taken, ``None`` for the
+    dots). ``generation`` is the mount's change generation at that moment: while it has not
+    moved, the attributes are still what ``lstat`` would answer (see ``mountd._ops``)."""
+
+    entries: list[tuple[int, str, FileInfo | None]]
+    generation: int
+
+    def after(self, offset: int) -> int:
+        """The index of the first entry to hand out when the kernel resumes at ``offset``."""
+        return bisect.bisect_right(self.entries, offset, key=_offset_of)
+
+
+def _offset_of(entry: tuple[int, str, FileInfo | None]) -> int:
+    return entry[0]
+
+
+class Offsets:
+    """Stable readdir offsets for one directory listed without handles: a name keeps its number
+    across snapshots and a new name gets a higher one, so a listing resumed against a newer
+    snapshot never skips or repeats a name that stayed (readdir(3))."""
+
+    __slots__ = ("_next", "_of")
+
+    def __init__(self) -> None:
+        self._of: dict[str, int] = {".": 1, "..": 2}
+        self._next = 3
+
+    def number(self, entries: list[tuple[str, FileInfo | None]]) -> Listing:
+        """Number a fresh snapshot's entries; names no longer listed are forgotten (an offset
+        already handed out for one still resumes at the right place, being a number)."""
+        known = self._of
+        fresh: dict[str, int] = {}
+        numbered = []
+        for name, info in entries:
+            offset = known.get(name)
+            if offset is None:
+                offset = self._next
+                self._next += 1
+            fresh[name] = offset
+            numbered.append((offset, name, info))
+        self._of = fresh
+        numbered.sort(key=_offset_of)
+        return Listing(numbered, -1)
+
+
 @dataclass(eq=False)
 class DirHandle:
-    """An open directory; ``entries`` is the snapshot being listed: names (with ``.``/``..``)
-    and the attributes each name had when the snapshot was taken (``None`` for the dots).
-    ``generation`` is the mount's change generation at that moment: while it has not moved,
-    the attributes are still what ``lstat`` would answer (see ``mountd._ops``)."""
+    """An open directory and the snapshot being listed through it (offsets are positions)."""
 
     fh: int
     node: Node
-    entries: list[tuple[str, FileInfo | None]] | None = field(default=None)
-    generation: int = -1
+    listing: Listing | None = field(default=None)
 
 
 class HandleTable:

@@ -44,6 +44,8 @@ from vfs._paths import ROOT, join_path, split_path
 if TYPE_CHECKING:
     import pyfuse3
 
+    from ._handles import Listing, Offsets
+
 log = logging.getLogger(__name__)
 
 ROOT_INODE = 1
@@ -60,8 +62,10 @@ class Node:
         "info",
         "ino",
         "keeper",
+        "listing",
         "lookups",
         "name",
+        "offsets",
         "opens",
         "parent",
         "stale_pages",
@@ -92,6 +96,10 @@ class Node:
         self.written = False
         self.changed_here = False
         self.stale_pages = False
+        # A directory listed without a handle: the snapshot being listed and its names' offsets
+        # (see mountd._handles).
+        self.listing: Listing | None = None
+        self.offsets: Offsets | None = None
         # Names in this directory the kernel was told to forget (new directories the tree made
         # on the way to an API change) and has not asked about since (see mountd._invalidate).
         self.told: set[str] | None = None

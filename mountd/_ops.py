@@ -78,7 +78,7 @@ from vfs._paths import NAME_MAX, join_path, parent_path
 
 from ._attrs import BLOCK_SIZE, AttrPolicy
 from ._errno import errno_for
-from ._handles import FileHandle, HandleTable
+from ._handles import DirHandle, FileHandle, HandleTable, Listing, Offsets
 from ._inodes import InodeTable, Node
 
 log = logging.getLogger("mountd")
@@ -91,8 +91,9 @@ _STATFS_BLOCKS = 1 << 28
 _STATFS_FILES = 1 << 32
 _NOT_SUPPORTED = (errno.EOPNOTSUPP, errno.ENOSYS)
 
-CACHE_READDIR = hasattr(pyfuse3.FileInfo(), "cache_readdir")
-"""Whether this pyfuse3 can ask the kernel to cache listings (``scripts/install`` patches it in)."""
+LIST_BY_INODE = hasattr(pyfuse3.ReaddirToken, "ino")
+"""Whether this pyfuse3 names the directory of a readdir without a handle, which lets opendir
+answer ENOSYS so that the kernel caches listings (``scripts/install`` patches it in)."""
 OWN_PAGE_CACHE = hasattr(pyfuse3.Operations, "auto_inval_data")
 """Whether this pyfuse3 can stop the kernel from dropping a file's pages whenever its time moves
 (``scripts/install`` patches it in)."""
@@ -183,7 +184,10 @@ class Operations(pyfuse3.Operations):
         # Read by pyfuse3 when the kernel connection is set up.
         self.enable_writeback_cache = writeback
         self.auto_inval_data = not (keep_written_pages and OWN_PAGE_CACHE)
-        self.cache_listings = cache_listings and CACHE_READDIR
+        self.list_by_inode = cache_listings and LIST_BY_INODE
+        # Called with a directory's inode when the kernel has cached a listing it should not
+        # keep (a directory without a modification time); the mount drops it (mountd._serve).
+        self.listing_done: Callable[[int], None] = lambda ino: None
 
     async def close_all(self) -> None:
         """After the session ends: close the files the kernel never released (a process still
@@ -616,18 +620,19 @@ class Operations(pyfuse3.Operations):
         self, inode: int, ctx: pyfuse3.RequestContext
     ) -> int | pyfuse3.FileInfo:
         node = self._node(inode)
+        info = node.info
+        if self.list_by_inode:
+            if info is None:
+                info = await self._lstat_existing(self._path(node))
+            if info.mtime_ns:
+                # ENOSYS: the kernel stops sending OPENDIR and RELEASEDIR for the rest of the
+                # mount and keeps every listing (FOPEN_CACHE_DIR) until the directory changes.
+                # Only for a directory with a modification time, whose move the kernel sees;
+                # a tree whose directories have none (an object store's prefixes) keeps
+                # handles, and its listings are read afresh each time.
+                raise _fuse_error(errno.ENOSYS)
         handle = self.handles.add_dir(node)
         self.inodes.pin(node)
-        info = node.info
-        if self.cache_listings and info is not None and info.mtime_ns:
-            # Only a directory with a modification time: the kernel drops a cached listing when
-            # it sees that time move (it looks again once the attributes expire, at the latest
-            # when a process opens the directory: default_permissions). A tree whose directories
-            # have none (an object store's prefixes) could change from elsewhere unseen, so those
-            # are listed afresh each time.
-            return pyfuse3.FileInfo(  # type: ignore[call-arg]
-                fh=handle.fh, keep_cache=True, cache_readdir=True
-            )
         return handle.fh
 
     async def _snapshot(self, node: Node) -> list[tuple[str, FileInfo | None]]:
@@ -638,27 +643,47 @@ class Operations(pyfuse3.Operations):
             entries.extend((entry.path.rpartition("/")[2], info) for entry, info in listed)
         return entries
 
+    async def _listing(self, node: Node, handle: DirHandle | None, start: int) -> Listing:
+        """The snapshot to answer from: the one in progress, or a fresh one from offset 0."""
+        listing = node.listing if handle is None else handle.listing
+        if start != 0 and listing is not None:
+            return listing
+        node.told = None  # the kernel lists it again (see mountd._invalidate)
+        generation = self.generation
+        entries = await self._snapshot(node)
+        if handle is not None:
+            listing = Listing([(i + 1, *entry) for i, entry in enumerate(entries)], generation)
+            handle.listing = listing
+        else:
+            if node.offsets is None:
+                node.offsets = Offsets()
+            listing = node.offsets.number(entries)
+            listing.generation = generation
+            node.listing = listing
+        return listing
+
     @_request()
     async def readdir(self, fh: int, start_id: int, token: pyfuse3.ReaddirToken) -> None:
-        handle = self.handles.dir(fh)
-        node = handle.node
-        if start_id == 0 or handle.entries is None:
-            node.told = None  # the kernel lists it again (see mountd._invalidate)
-            generation = self.generation
-            handle.entries = await self._snapshot(node)
-            handle.generation = generation
-        entries = handle.entries
+        handle: DirHandle | None = None
+        if fh:
+            handle = self.handles.dir(fh)
+            node = handle.node
+        else:  # listed without a handle (opendir answered ENOSYS): named by its inode
+            node = self._node(token.ino)
+        listing = await self._listing(node, handle, start_id)
+        first = listing.after(start_id)
+        if first == len(listing.entries) and handle is None:
+            node.listing = None  # the end: the kernel has it all
+            if node.info is not None and not node.info.mtime_ns:
+                self.listing_done(node.ino)
         # The snapshot's attributes are as fresh as an lstat now unless something changed since
         # (readdirplus replies fill the kernel's attribute cache, so they must not be stale).
-        fresh = handle.generation == self.generation
+        fresh = listing.generation == self.generation
         path = self.inodes.path(node)
-        for index in range(start_id, len(entries)):
-            name, info = entries[index]
+        for offset, name, info in listing.entries[first:]:
             if info is None:  # "." or ".."
                 dot = node if name == "." or node.parent is None else node.parent
-                if not pyfuse3.readdir_reply(
-                    token, name.encode(), self.attrs.dot(dot.ino), index + 1
-                ):
+                if not pyfuse3.readdir_reply(token, name.encode(), self.attrs.dot(dot.ino), offset):
                     return
                 continue  # "." and ".." are never counted as lookups
             if not fresh:
@@ -672,7 +697,7 @@ class Operations(pyfuse3.Operations):
                 return  # removed since the snapshot
             child = self.inodes.child(node, name, info)
             if not pyfuse3.readdir_reply(
-                token, name.encode("utf-8", "surrogateescape"), self._entry(child, info), index + 1
+                token, name.encode("utf-8", "surrogateescape"), self._entry(child, info), offset
             ):
                 self.inodes.discard_if_unused(child)
                 return
@@ -686,7 +711,8 @@ class Operations(pyfuse3.Operations):
     @_request()
     async def fsyncdir(self, fh: int, datasync: bool) -> None:
         # Directory operations reach the tree when they are made; nothing is buffered here.
-        self.handles.dir(fh)
+        if fh:
+            self.handles.dir(fh)
 
     # --- the filesystem --------------------------------------------------------------------
 

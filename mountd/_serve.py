@@ -29,7 +29,9 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import logging
+import math
 import os
 import sys
 import threading
@@ -50,7 +52,7 @@ from vfs._types import ChangeCallback
 
 from . import _registry
 from ._attrs import AttrPolicy
-from ._invalidate import Invalidator
+from ._invalidate import InvalidateInode, Invalidator, send_to_kernel
 from ._ops import Operations
 from ._reader import Reader
 from ._reader import installed as reader_installed
@@ -286,6 +288,22 @@ def _init_session(ops: Operations, target: str, options: MountOptions) -> None:
         raise RuntimeError(f"could not mount {target}: {error}") from error
 
 
+def _send_if_open(channel: trio.MemorySendChannel[int], ino: int) -> None:
+    with contextlib.suppress(trio.ClosedResourceError):  # shutting down: it goes with the mount
+        channel.send_nowait(ino)
+
+
+async def _drop_listings(inodes: trio.MemoryReceiveChannel[int]) -> None:
+    """Make the kernel drop the cached listing of each directory received (see
+    ``Operations.listing_done``), from a worker thread: the kernel may hold a notification until
+    a request on that inode is answered, by this event loop."""
+    async for ino in inodes:
+        try:
+            await trio.to_thread.run_sync(send_to_kernel, InvalidateInode(ino))
+        except OSError as error:  # the kernel forgot it already, or the mount is going
+            log.debug("dropping the listing of inode %d failed: %s", ino, error)
+
+
 async def _serve_session(
     ops: Operations,
     fs: FileSystem,
@@ -316,6 +334,7 @@ async def _serve_session(
 
     unsubscribe: Callable[[], None] | None = None
     invalidator: Invalidator | None = None
+    drops: trio.MemorySendChannel[int] | None = None
     async with trio.open_nursery() as nursery:
         nursery.start_soon(run_main)
         try:
@@ -324,6 +343,9 @@ async def _serve_session(
                 await trio.to_thread.run_sync(
                     _set_read_ahead, mount.mountpoint, options.read_ahead_kb
                 )
+            drops, dropped = trio.open_memory_channel[int](math.inf)
+            nursery.start_soon(_drop_listings, dropped)
+            ops.listing_done = functools.partial(_send_if_open, drops)
             watchable = mount.tree if isinstance(mount.tree, Watchable) else fs
             if isinstance(watchable, Watchable):
                 invalidator = Invalidator(
@@ -338,6 +360,8 @@ async def _serve_session(
             await main_done.wait()
             log.info("%s was unmounted from outside", mount.mountpoint)
         finally:
+            if drops is not None:
+                drops.close()
             with trio.CancelScope(shield=True):
                 if unsubscribe is not None:
                     unsubscribe()

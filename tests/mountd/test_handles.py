@@ -12,8 +12,9 @@ import pytest
 import vfs
 from mountd._attrs import AttrPolicy
 from mountd._errno import errno_for
-from mountd._handles import HandleTable
+from mountd._handles import HandleTable, Offsets
 from mountd._inodes import InodeTable
+from vfs import FileInfo
 
 
 class NullFile:
@@ -54,7 +55,7 @@ def test_handles_are_numbered_and_never_reused() -> None:
         table.file(first.fh)
     with pytest.raises(KeyError):
         table.dir(second.fh)  # file and directory handles do not mix
-    assert table.pop_dir(directory.fh).entries is None
+    assert table.pop_dir(directory.fh).listing is None
     assert len(table) == 1
 
 
@@ -124,3 +125,18 @@ def test_attributes_keep_what_the_tree_reports() -> None:
     assert policy.negative().st_ino == 0
     with pytest.raises(ValueError):
         policy.entry(9, vfs.FileInfo("missing"))
+
+
+def test_offsets_stay_with_names_across_snapshots() -> None:
+    """A listing resumed against a newer snapshot neither skips nor repeats a name that stayed:
+    offsets belong to names, and new names come after every offset handed out."""
+    offsets = Offsets()
+    dots: list[tuple[str, FileInfo | None]] = [(".", None), ("..", None)]
+    first = offsets.number([*dots, ("b", None), ("a", None), ("c", None)])
+    assert [name for _, name, _ in first.entries] == [".", "..", "b", "a", "c"]
+    resume_at = first.entries[3][0]  # the kernel has had ".", "..", "b", "a"
+    second = offsets.number([*dots, ("new", None), ("c", None), ("b", None)])  # "a" removed
+    assert [name for _, name, _ in second.entries] == [".", "..", "b", "c", "new"]
+    assert [name for _, name, _ in second.entries[second.after(resume_at) :]] == ["c", "new"]
+    assert second.after(0) == 0
+    assert second.after(second.entries[-1][0]) == len(second.entries)
