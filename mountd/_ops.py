@@ -35,9 +35,15 @@ Decisions a reader may question:
   (it moves around every changing request and on every change reported by the tree's API);
   otherwise each remaining entry is ``lstat``ed again, because readdirplus attributes go
   straight into the kernel's attribute cache and must not be older than the request.
-  ``opendir`` asks the kernel to keep the listing (``cache_readdir``, when this pyfuse3 has it):
-  it is listed again only after the directory changes (through the mount the kernel notices;
-  through the API ``mountd._invalidate`` drops the directory's pages).
+  ``opendir`` answers ``ENOSYS`` (when this pyfuse3 names a readdir's directory without a
+  handle: ``LIST_BY_INODE``) for a directory with a modification time: the kernel then sends no
+  OPENDIR or RELEASEDIR for the rest of the mount and keeps every listing until the directory
+  changes (through the mount the kernel notices; through the API ``mountd._invalidate`` drops
+  the directory's pages; behind the tree's back the kernel sees the directory's time move once
+  its attributes expire). Such listings live on the inode (``Node.listing``), numbered by
+  ``mountd._handles.Offsets``. The kernel then caches directories without a time too (an
+  eight-verb tree mounted inside a union): their listing is dropped as soon as the kernel has
+  read it whole (``listing_done``), so it is read afresh next time, as through a handle.
 - The kernel attributes built for a node are kept on the node with the ``FileInfo`` they came
   from and reused while the tree answers an equal ``FileInfo``.
 - ``fsync`` is always forwarded; answering ENOSYS would make every later fsync a silent no-op.
