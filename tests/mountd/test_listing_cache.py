@@ -9,6 +9,7 @@ directory's pages).
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections import Counter
 from pathlib import Path
@@ -156,5 +157,55 @@ def test_a_directory_without_a_time_in_a_cached_tree_is_listed_afresh(tmp_path: 
             before = mount.counters["readdir"]
             assert await trio.to_thread.run_sync(_listing, mnt) == ["store", "x"]
             assert mount.counters["readdir"] == before  # the root's listing stays cached
+
+    trio.run(main)
+
+
+def test_listings_racing_changes_never_skip_or_repeat_a_name_that_stayed(tmp_path: Path) -> None:
+    """readdir(3): names added or removed while a directory is listed may or may not appear, but
+    a name that stays is listed exactly once. Four threads list a directory of 3,000 names while
+    a fifth creates and removes other names through the mount and the API does too, so the
+    kernel's cache keeps being dropped and listings resume from offsets in newer snapshots."""
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    stable = {f"s{i:04}" for i in range(3000)}
+
+    def list_repeatedly(d: Path, stop: list[bool], problems: list[str]) -> int:
+        rounds = 0
+        while not stop[0] or rounds < 3:
+            with os.scandir(d) as entries:
+                names = [entry.name for entry in entries]
+            seen = Counter(names)
+            repeated = sorted(name for name, count in seen.items() if count > 1)
+            missing = sorted(stable - seen.keys())
+            if repeated or missing:
+                problems.append(f"repeated {repeated[:5]} missing {missing[:5]}")
+            rounds += 1
+        return rounds
+
+    def churn(d: Path, stop: list[bool]) -> None:
+        for i in range(400):
+            (d / f"c{i % 37}").write_bytes(b"c")
+            if i % 3 == 0:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(d / f"c{(i * 7) % 37}")
+        stop[0] = True
+
+    async def main() -> None:
+        tree = vfs.temp_fs({f"/d/{name}": "x" for name in stable})
+        async with mounted(tree, mnt):
+            d = mnt / "d"
+            stop = [False]
+            problems: list[str] = []
+            async with trio.open_nursery() as nursery:
+                for _ in range(4):
+                    nursery.start_soon(trio.to_thread.run_sync, list_repeatedly, d, stop, problems)
+                nursery.start_soon(trio.to_thread.run_sync, churn, d, stop)
+                for i in range(200):
+                    await tree.write(f"/d/api{i % 13}", "a")
+                    if i % 2:
+                        await tree.delete(f"/d/api{i % 13}")
+                    await trio.sleep(0.002)
+            assert problems == []
 
     trio.run(main)
