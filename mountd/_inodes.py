@@ -248,14 +248,15 @@ class InodeTable:
         """A rename succeeded in the tree: move the node and detach what it replaced."""
         node = old_parent.children.get(old_name)
         displaced = new_parent.children.get(new_name)
+        if node is not None:
+            # Moved in before the displaced node leaves, so that the new parent never looks
+            # unused in between (it would be dropped, and the moved node with it).
+            del old_parent.children[old_name]
+            node.parent = new_parent
+            node.name = new_name
+            new_parent.children[new_name] = node
         if displaced is not None and displaced is not node:
             self.detach(displaced)
-        if node is None:
-            return
-        del old_parent.children[old_name]
-        node.parent = new_parent
-        node.name = new_name
-        new_parent.children[new_name] = node
         self._drop_unused(old_parent)
 
     def exchange(self, parent_a: Node, name_a: str, parent_b: Node, name_b: str) -> None:

@@ -622,15 +622,14 @@ class Operations(pyfuse3.Operations):
     # --- directories -----------------------------------------------------------------------
 
     @_request()
-    async def opendir(  # type: ignore[override]
-        self, inode: int, ctx: pyfuse3.RequestContext
-    ) -> int | pyfuse3.FileInfo:
+    async def opendir(self, inode: int, ctx: pyfuse3.RequestContext) -> int:
         node = self._node(inode)
-        info = node.info
         if self.list_by_inode:
-            if info is None:
-                info = await self._lstat_existing(self._path(node))
-            if info.mtime_ns:
+            info = node.info
+            path = self.inodes.path(node)
+            if info is None and path is not None:
+                info = await self.fs.lstat(path)
+            if info is not None and info.mtime_ns:
                 # ENOSYS: the kernel stops sending OPENDIR and RELEASEDIR for the rest of the
                 # mount and keeps every listing (FOPEN_CACHE_DIR) until the directory changes.
                 # Only for a directory with a modification time, whose move the kernel sees;

@@ -58,6 +58,20 @@ def test_a_parent_lives_while_it_has_children() -> None:
     assert len(table) == 1
 
 
+def test_a_rename_over_a_parents_only_child_keeps_the_parent() -> None:
+    """Found by the state machine: the new parent, kept only by the child a rename displaces,
+    must not be dropped before the moved node arrives in it."""
+    table = InodeTable()
+    a = table.remember(table.root, "a", DIR)
+    b = table.remember(a, "b", DIR)
+    table.forget(a.ino, 1)
+    moved = table.remember(b, "f", FILE)
+    table.move(b, "f", a, "b")
+    assert table.path(moved) == "/a/b"
+    assert table.resolve("/a/b") is moved
+    assert table.path(b) is None
+
+
 def test_forget_more_than_looked_up_is_clamped_and_unknown_is_ignored() -> None:
     table = InodeTable()
     a = table.remember(table.root, "a", FILE)
