@@ -43,7 +43,7 @@ Decisions a reader may question:
   its attributes expire). Such listings live on the inode (``Node.listing``), numbered by
   ``mountd._handles.Offsets``. The kernel then caches directories without a time too (an
   eight-verb tree mounted inside a union): their listing is dropped as soon as the kernel has
-  read it whole (``listing_done``), so it is read afresh next time, as through a handle.
+  read it whole (``drop_cache``), so it is read afresh next time, as through a handle.
 - The kernel attributes built for a node are kept on the node with the ``FileInfo`` they came
   from and reused while the tree answers an equal ``FileInfo``.
 - ``fsync`` is always forwarded; answering ENOSYS would make every later fsync a silent no-op.
@@ -56,7 +56,8 @@ Decisions a reader may question:
   its modification time moves, which every write does) is off when pyfuse3 can switch it
   (``OWN_PAGE_CACHE``). The pages are dropped at the next open instead when the tree reports a
   new size or time the mount did not cause (``Node.learn``: another writer of a host directory;
-  the kernel asks again once attributes expire, at every permission check) and after writes
+  the kernel asks again once attributes expire, at every permission check; a file open
+  meanwhile has them dropped through ``drop_cache`` when a getattr shows it) and after writes
   that started or ended inside a page (the kernel keeps only pages a write covered whole, and
   reading such a patchwork costs a request per gap). API changes drop the cache through the
   invalidation path (``mountd._invalidate``).
@@ -191,9 +192,10 @@ class Operations(pyfuse3.Operations):
         self.enable_writeback_cache = writeback
         self.auto_inval_data = not (keep_written_pages and OWN_PAGE_CACHE)
         self.list_by_inode = cache_listings and LIST_BY_INODE
-        # Called with a directory's inode when the kernel has cached a listing it should not
-        # keep (a directory without a modification time); the mount drops it (mountd._serve).
-        self.listing_done: Callable[[int], None] = lambda ino: None
+        # Makes the kernel drop what it caches of an inode (pages, a directory's listing), off
+        # the request path (set by mountd._serve): for a listing it should not keep (a directory
+        # without a modification time), and for an open file changed behind the mount.
+        self.drop_cache: Callable[[int], None] = lambda ino: None
 
     async def close_all(self) -> None:
         """After the session ends: close the files the kernel never released (a process still
@@ -347,6 +349,10 @@ class Operations(pyfuse3.Operations):
                 return self._detached_entry(node)
             raise _fuse_error(errno.ENOENT if not info.exists else errno.ESTALE)
         node.learn(info)
+        if node.stale_pages and node.opens:
+            # Open descriptors read the kernel's pages with no open to drop them at.
+            node.stale_pages = False
+            self.drop_cache(node.ino)
         return self._entry(node, info)
 
     @_request(write=True)
@@ -680,7 +686,7 @@ class Operations(pyfuse3.Operations):
         if first == len(listing.entries) and handle is None:
             node.listing = None  # the end: the kernel has it all
             if node.info is not None and not node.info.mtime_ns:
-                self.listing_done(node.ino)
+                self.drop_cache(node.ino)
         # The snapshot's attributes are as fresh as an lstat now unless something changed since
         # (readdirplus replies fill the kernel's attribute cache, so they must not be stale).
         fresh = listing.generation == self.generation

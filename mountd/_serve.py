@@ -293,15 +293,15 @@ def _send_if_open(channel: trio.MemorySendChannel[int], ino: int) -> None:
         channel.send_nowait(ino)
 
 
-async def _drop_listings(inodes: trio.MemoryReceiveChannel[int]) -> None:
-    """Make the kernel drop the cached listing of each directory received (see
-    ``Operations.listing_done``), from a worker thread: the kernel may hold a notification until
+async def _drop_caches(inodes: trio.MemoryReceiveChannel[int]) -> None:
+    """Make the kernel drop what it caches of each inode received (see
+    ``Operations.drop_cache``), from a worker thread: the kernel may hold a notification until
     a request on that inode is answered, by this event loop."""
     async for ino in inodes:
         try:
             await trio.to_thread.run_sync(send_to_kernel, InvalidateInode(ino))
         except OSError as error:  # the kernel forgot it already, or the mount is going
-            log.debug("dropping the listing of inode %d failed: %s", ino, error)
+            log.debug("dropping the cache of inode %d failed: %s", ino, error)
 
 
 async def _serve_session(
@@ -344,8 +344,8 @@ async def _serve_session(
                     _set_read_ahead, mount.mountpoint, options.read_ahead_kb
                 )
             drops, dropped = trio.open_memory_channel[int](math.inf)
-            nursery.start_soon(_drop_listings, dropped)
-            ops.listing_done = functools.partial(_send_if_open, drops)
+            nursery.start_soon(_drop_caches, dropped)
+            ops.drop_cache = functools.partial(_send_if_open, drops)
             watchable = mount.tree if isinstance(mount.tree, Watchable) else fs
             if isinstance(watchable, Watchable):
                 invalidator = Invalidator(

@@ -100,7 +100,9 @@ def test_partial_page_writes_read_back_whole(tmp_path: Path) -> None:
 
 def test_a_host_file_changed_behind_the_mount_is_read_afresh(tmp_path: Path) -> None:
     """Another writer of a host directory changes a file in place (same size): once the
-    attribute timeout has passed, the mount's readers see the new bytes, not cached pages."""
+    attribute timeout has passed, the mount's readers see the new bytes, not cached pages: a new
+    open at once, a descriptor held open across the change once its attributes are refreshed
+    (fstat, or a read at the end of the file)."""
     host = tmp_path / "host"
     host.mkdir()
     mnt = tmp_path / "mnt"
@@ -112,11 +114,23 @@ def test_a_host_file_changed_behind_the_mount_is_read_afresh(tmp_path: Path) -> 
     async def main() -> None:
         async with mounted(vfs.dir_fs(str(host)), mnt, options):
             seen = mnt / "notes.txt"
-            assert await trio.to_thread.run_sync(seen.read_bytes) == b"old " * 1000
-            target.write_bytes(b"new " * 1000)
-            stat = target.stat()
-            os.utime(target, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
-            await trio.sleep(0.6)
-            assert await trio.to_thread.run_sync(seen.read_bytes) == b"new " * 1000
+            held = await trio.to_thread.run_sync(os.open, seen, os.O_RDONLY)
+            try:
+                assert await trio.to_thread.run_sync(os.pread, held, 4000, 0) == b"old " * 1000
+                assert await trio.to_thread.run_sync(seen.read_bytes) == b"old " * 1000
+                target.write_bytes(b"new " * 1000)
+                stat = target.stat()
+                os.utime(target, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
+                await trio.sleep(0.6)
+                await trio.to_thread.run_sync(os.fstat, held)
+                for _ in range(250):  # the pages are dropped off the request path
+                    got = await trio.to_thread.run_sync(os.pread, held, 4000, 0)
+                    if got == b"new " * 1000:
+                        break
+                    await trio.sleep(0.02)
+                assert got == b"new " * 1000
+                assert await trio.to_thread.run_sync(seen.read_bytes) == b"new " * 1000
+            finally:
+                os.close(held)
 
     trio.run(main)
