@@ -224,6 +224,22 @@ def _stop(mounted: MountProcess, child: _Child) -> None:
         raise AssertionError("; ".join(problems) + "\n" + mounted.log())
 
 
+@contextlib.contextmanager
+def cleared_afterwards(path: Path) -> Iterator[Path]:
+    """Yield ``path`` (a mountpoint for ``mountd`` commands a test runs); afterwards kill the
+    daemon the registry has there and detach whatever is still mounted, so a failing test
+    leaves nothing behind."""
+    from mountd import _registry
+
+    yield path
+    canonical = _registry.canonical(path)
+    state = _registry.read_state(canonical)
+    if state is not None and _registry.process_alive(state.pid, state.pid_start):
+        os.kill(state.pid, signal.SIGKILL)
+    while _registry.mount_at(canonical) is not None:
+        _registry.detach(canonical)
+
+
 # --- the child's side --------------------------------------------------------------------------
 
 

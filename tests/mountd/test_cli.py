@@ -18,6 +18,7 @@ import pytest
 
 from mountd import _registry as registry
 from mountd.cli import main
+from tests.mountd.mounting import cleared_afterwards
 
 COMMAND = [sys.executable, "-m", "mountd"]
 
@@ -53,13 +54,8 @@ def wait_for(predicate: Any, timeout: float = 10.0) -> bool:
 def mnt(tmp_path: Path) -> Iterator[Path]:
     """A mountpoint (not created); whatever a test leaves mounted there is cleared afterwards."""
     path = tmp_path / "mount point"  # mountinfo escapes the space as \040
-    yield path
-    canonical = registry.canonical(path)
-    state = registry.read_state(canonical)
-    if state is not None and registry.process_alive(state.pid, state.pid_start):
-        os.kill(state.pid, signal.SIGKILL)
-    while registry.mount_at(canonical) is not None:
-        registry.detach(canonical)
+    with cleared_afterwards(path):
+        yield path
 
 
 @pytest.fixture

@@ -6,9 +6,7 @@ without a copy-on-write layer, the kernel's view after apply)."""
 from __future__ import annotations
 
 import json
-import os
 import re
-import signal
 import subprocess
 import sys
 import textwrap
@@ -22,6 +20,7 @@ import vfs
 from mountd import _registry as registry
 from mountd._control import Controller
 from mountd.cli import main
+from tests.mountd.mounting import cleared_afterwards
 from vfs._cow import cow_fs
 from vfs.turns import turn_root
 
@@ -290,13 +289,8 @@ def mountd(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[s
 def mnt(tmp_path: Path) -> Iterator[Path]:
     """A mountpoint (not created); whatever a test leaves mounted there is cleared afterwards."""
     path = tmp_path / "mnt"
-    yield path
-    canonical = registry.canonical(path)
-    state = registry.read_state(canonical)
-    if state is not None and registry.process_alive(state.pid, state.pid_start):
-        os.kill(state.pid, signal.SIGKILL)
-    while registry.mount_at(canonical) is not None:
-        registry.detach(canonical)
+    with cleared_afterwards(path):
+        yield path
 
 
 @pytest.fixture

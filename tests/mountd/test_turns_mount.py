@@ -10,8 +10,6 @@ Mount tests fail, never skip, when mounting fails.
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import sys
 import textwrap
@@ -25,6 +23,7 @@ import pytest
 import vfs
 from mountd import _control as control
 from mountd import _registry as registry
+from tests.mountd.mounting import cleared_afterwards
 from vfs.tools import synthesize_tools
 from vfs.turns import SpillScope, rewrite_tool_input
 
@@ -50,13 +49,8 @@ def private_state(
 def mnt(tmp_path: Path) -> Iterator[Path]:
     """A mountpoint; whatever a test leaves mounted there is cleared afterwards."""
     path = tmp_path / "mnt"
-    yield path
-    canonical = registry.canonical(path)
-    state = registry.read_state(canonical)
-    if state is not None and registry.process_alive(state.pid, state.pid_start):
-        os.kill(state.pid, signal.SIGKILL)
-    while registry.mount_at(canonical) is not None:
-        registry.detach(canonical)
+    with cleared_afterwards(path):
+        yield path
 
 
 @pytest.fixture
