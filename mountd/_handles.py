@@ -76,7 +76,7 @@ class Offsets:
         self._of: dict[str, int] = {".": 1, "..": 2}
         self._next = 3
 
-    def number(self, entries: list[tuple[str, FileInfo | None]]) -> Listing:
+    def number(self, entries: list[tuple[str, FileInfo | None]], generation: int) -> Listing:
         """Number a fresh snapshot's entries; names no longer listed are forgotten (an offset
         already handed out for one still resumes at the right place, being a number)."""
         known = self._of
@@ -91,7 +91,7 @@ class Offsets:
             numbered.append((offset, name, info))
         self._of = fresh
         numbered.sort(key=_offset_of)
-        return Listing(numbered, -1)
+        return Listing(numbered, generation)
 
 
 @dataclass(eq=False)

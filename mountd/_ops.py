@@ -668,8 +668,7 @@ class Operations(pyfuse3.Operations):
         else:
             if node.offsets is None:
                 node.offsets = Offsets()
-            listing = node.offsets.number(entries)
-            listing.generation = generation
+            listing = node.offsets.number(entries, generation)
             node.listing = listing
         return listing
 

@@ -132,10 +132,10 @@ def test_offsets_stay_with_names_across_snapshots() -> None:
     offsets belong to names, and new names come after every offset handed out."""
     offsets = Offsets()
     dots: list[tuple[str, FileInfo | None]] = [(".", None), ("..", None)]
-    first = offsets.number([*dots, ("b", None), ("a", None), ("c", None)])
+    first = offsets.number([*dots, ("b", None), ("a", None), ("c", None)], 0)
     assert [name for _, name, _ in first.entries] == [".", "..", "b", "a", "c"]
     resume_at = first.entries[3][0]  # the kernel has had ".", "..", "b", "a"
-    second = offsets.number([*dots, ("new", None), ("c", None), ("b", None)])  # "a" removed
+    second = offsets.number([*dots, ("new", None), ("c", None), ("b", None)], 1)  # "a" removed
     assert [name for _, name, _ in second.entries] == [".", "..", "b", "c", "new"]
     assert [name for _, name, _ in second.entries[second.after(resume_at) :]] == ["c", "new"]
     assert second.after(0) == 0
