@@ -5,7 +5,8 @@ Theory of operation
 ``open``/``create`` put a :class:`FileHandle` (the tree's :class:`vfs.OpenFile`, the inode node it
 was opened through, the open flags) under a fresh ``fh``; ``opendir`` puts a :class:`DirHandle`.
 Handle numbers come from a counter and are never reused, so a stale number cannot reach another
-file. ``release``/``releasedir`` pop them. The table does not touch the inode table; the caller
+file; they start at :data:`FIRST_HANDLE`, above any inode number, because a mount serving files by
+inode (see ``mountd._ops``) gets inode numbers where handles would be. ``release``/``releasedir`` pop them. The table does not touch the inode table; the caller
 pins the node for as long as the handle exists (see ``mountd._inodes``).
 
 A directory handle keeps a snapshot of the directory's names (with their attributes), taken when
@@ -25,6 +26,9 @@ from dataclasses import dataclass, field
 from vfs import FileInfo, OpenFile
 
 from ._inodes import Node
+
+FIRST_HANDLE = 1 << 48
+"""The first handle number; inode numbers (a counter from 1) stay below it."""
 
 
 @dataclass(eq=False)
@@ -109,7 +113,7 @@ class HandleTable:
     def __init__(self) -> None:
         self._files: dict[int, FileHandle] = {}
         self._dirs: dict[int, DirHandle] = {}
-        self._next_fh = 1
+        self._next_fh = FIRST_HANDLE
 
     def __len__(self) -> int:
         return len(self._files) + len(self._dirs)

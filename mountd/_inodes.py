@@ -62,6 +62,7 @@ class Node:
         "info",
         "ino",
         "keeper",
+        "keeper_writable",
         "listing",
         "lookups",
         "name",
@@ -71,6 +72,7 @@ class Node:
         "stale_pages",
         "told",
         "written",
+        "written_here",
     )
 
     def __init__(self, ino: int, name: str, parent: Node | None, info: FileInfo | None) -> None:
@@ -84,6 +86,9 @@ class Node:
         self.info = info
         # An open file that keeps a renamed-over file reachable (see mountd._ops); it pins.
         self.keeper: OpenFile | None = None
+        self.keeper_writable = False
+        # The mount created or wrote this file (so a writable keeper is cheap; see mountd._ops).
+        self.written_here = False
         # The kernel attributes last built for this node, and the FileInfo they were built from
         # (building them costs more than comparing two FileInfos; see mountd._ops).
         self.attrs: pyfuse3.EntryAttributes | None = None

@@ -50,7 +50,24 @@ Decisions a reader may question:
 - A rename over a file the kernel knows first opens that file (its *keeper*) and keeps it open
   until the kernel forgets the inode: a reader that resolved the name just before the rename
   then still opens the old file, as on tmpfs, instead of failing. Other detached inodes answer
-  ``open`` with ``ESTALE``, which makes the kernel redo the path walk once.
+  ``open`` with ``ESTALE``, which makes the kernel redo the path walk once. Served by inode, an
+  unlink takes a keeper too (the daemon cannot tell whether the file is open); it is writable
+  for a file the mount created or wrote (a temporary file's create-unlink-write pattern), and
+  read-only otherwise, since opening a copy-on-write tree's file for writing copies it up.
+- Files are served by inode (``files_by_inode``, when this pyfuse3 can: ``FILES_BY_INODE``, and
+  the tree buffers nothing in its open files): ``open`` answers ``ENOSYS``, after which the
+  kernel opens files without asking, for the rest of the mount, sends no RELEASE (not even for
+  created files) and names the file of each read, write and fsync by its inode. Each such
+  request opens the file by its current path for that request (cheap: the tree's open is a
+  lookup), so it always reaches what the name means now. What the daemon no longer hears, and
+  how each is kept: an ``O_TRUNC`` open arrives as a setattr (pyfuse3 then clears libfuse's
+  ``atomic_o_trunc``); a file unlinked or renamed over while the kernel knows it gets a keeper
+  first (below), so a descriptor still reads it (and writes it, for a file the mount made or
+  wrote); ``mountd apply`` finds files open for writing in ``/proc`` (``mountd._writers``). What
+  changes: an ``O_WRONLY`` open of a file the tree will not let be written (read-only layer,
+  reserved path) succeeds, and the first write fails with the tree's errno instead.
+  Handle numbers start above any inode number (``mountd._handles.FIRST_HANDLE``), so the two
+  never mix when some files were created before the first ENOSYS.
 - Open files keep the kernel's page cache (``keep_cache``), and what is written through the
   mount stays in it: the kernel's own rule (``auto_inval_data``: drop a file's pages whenever
   its modification time moves, which every write does) is off when pyfuse3 can switch it
@@ -60,12 +77,15 @@ Decisions a reader may question:
   meanwhile has them dropped through ``drop_cache`` when a getattr shows it) and after writes
   that started or ended inside a page (the kernel keeps only pages a write covered whole, and
   reading such a patchwork costs a request per gap). API changes drop the cache through the
-  invalidation path (``mountd._invalidate``).
+  invalidation path (``mountd._invalidate``). Served by inode there is no open to drop pages at:
+  a tree change learned by a lookup or getattr drops them before the answer (``drop_pages``),
+  and a patchwork when the writer next sets the file's times (as tar and ``cp -a`` do).
   ``direct_io`` is never used: it breaks shared ``mmap``, which sqlite and git need.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import functools
 import logging
@@ -85,7 +105,7 @@ from vfs._paths import NAME_MAX, join_path, parent_path
 
 from ._attrs import BLOCK_SIZE, AttrPolicy
 from ._errno import errno_for
-from ._handles import DirHandle, FileHandle, HandleTable, Listing, Offsets
+from ._handles import FIRST_HANDLE, DirHandle, FileHandle, HandleTable, Listing, Offsets
 from ._inodes import InodeTable, Node
 
 log = logging.getLogger("mountd")
@@ -104,6 +124,9 @@ answer ENOSYS so that the kernel caches listings (``scripts/install`` patches it
 OWN_PAGE_CACHE = hasattr(pyfuse3.Operations, "auto_inval_data")
 """Whether this pyfuse3 can stop the kernel from dropping a file's pages whenever its time moves
 (``scripts/install`` patches it in)."""
+FILES_BY_INODE = hasattr(pyfuse3.Operations, "files_by_inode")
+"""Whether this pyfuse3 passes the inode of a file opened without a handle, which lets open
+answer ENOSYS so that the kernel sends no OPEN or RELEASE (``scripts/install`` patches it in)."""
 PAGE_SIZE = mmap.PAGESIZE
 
 
@@ -174,6 +197,7 @@ class Operations(pyfuse3.Operations):
         writeback: bool = False,
         cache_listings: bool = True,
         keep_written_pages: bool = True,
+        files_by_inode: bool = True,
     ) -> None:
         super().__init__()
         self.fs = fs
@@ -192,10 +216,17 @@ class Operations(pyfuse3.Operations):
         self.enable_writeback_cache = writeback
         self.auto_inval_data = not (keep_written_pages and OWN_PAGE_CACHE)
         self.list_by_inode = cache_listings and LIST_BY_INODE
+        # Read by pyfuse3 too. Only for a tree that buffers nothing in its open files: with no
+        # OPEN and RELEASE there is no handle to buffer in, nor a close to write back at.
+        self.files_by_inode = (
+            files_by_inode and FILES_BY_INODE and not self.forwards_flush and not writeback
+        )
         # Makes the kernel drop what it caches of an inode (pages, a directory's listing), off
         # the request path (set by mountd._serve): for a listing it should not keep (a directory
         # without a modification time), and for an open file changed behind the mount.
         self.drop_cache: Callable[[int], None] = lambda ino: None
+        # The same, awaited: returns once the kernel dropped them (set by mountd._serve).
+        self.drop_pages: Callable[[int], Awaitable[None]] = _nothing_to_drop
 
     async def close_all(self) -> None:
         """After the session ends: close the files the kernel never released (a process still
@@ -283,13 +314,55 @@ class Operations(pyfuse3.Operations):
         if info.kind != "file":
             return None
         node.learn(info)
+        if node.written_here:
+            # Writable, so that a descriptor open for writing keeps working after an unlink
+            # (a temporary file's pattern); only for a file the mount made or wrote, which
+            # costs nothing to open so (a copy-on-write tree would copy any other file up).
+            with contextlib.suppress(OSError):
+                file = await self.fs.open(path, write=True)
+                node.keeper_writable = True
+                return node, file
         return node, await self.fs.open(path)
+
+    def _keep(self, kept: tuple[Node, OpenFile] | None) -> None:
+        """The change ``_keeper_for`` prepared succeeded: the node keeps its file."""
+        if kept is not None:
+            kept[0].keeper = kept[1]
+            self.inodes.pin(kept[0])
+
+    async def _file_by_inode(self, ino: int, *, write: bool) -> tuple[Node, OpenFile, bool]:
+        """For a request on a file opened without a handle (``files_by_inode``): its node, an
+        open file of it, and whether the caller closes that file after the request. A file that
+        still has its name is opened by it for the request; an unlinked or replaced one is
+        reached through its keeper."""
+        node = self._node(ino)
+        path = self.inodes.path(node)
+        if path is not None:
+            return node, await self.fs.open(path, write=write), True
+        if node.keeper is not None and (node.keeper_writable or not write):
+            return node, node.keeper, False
+        # Unlinked or replaced (or changed behind the mount) with no writable keeper: see
+        # _keeper_for.
+        raise _fuse_error(errno.ESTALE)
+
+    async def _drop_stale_pages(self, node: Node) -> None:
+        """Make the kernel drop the pages of a file changed elsewhere (``Node.learn``) where no
+        open will: files served by inode (the kernel keeps their pages at every open), before
+        the answer, as the kernel may read them right after it; files open through a handle,
+        off the request path. Others have them dropped at their next open."""
+        if self.files_by_inode:
+            node.stale_pages = False
+            await self.drop_pages(node.ino)
+        elif node.opens:
+            node.stale_pages = False
+            self.drop_cache(node.ino)
 
     async def _close_keeper_if_unused(self, node: Node) -> None:
         """Close a node's keeper once neither the kernel nor a handle can reach it any more."""
         keeper = node.keeper
         if keeper is not None and node.lookups == 0 and node.opens == 1:
             node.keeper = None
+            node.keeper_writable = False
             self.inodes.unpin(node)
             await keeper.close()
 
@@ -321,6 +394,8 @@ class Operations(pyfuse3.Operations):
                 return self.attrs.negative()
             raise _fuse_error(errno.ENOENT)
         node = self.inodes.remember(parent, text, info)
+        if node.stale_pages:
+            await self._drop_stale_pages(node)
         return self._entry(node, info)
 
     async def forget(self, inode_list: Sequence[tuple[int, int]]) -> None:
@@ -349,10 +424,8 @@ class Operations(pyfuse3.Operations):
                 return self._detached_entry(node)
             raise _fuse_error(errno.ENOENT if not info.exists else errno.ESTALE)
         node.learn(info)
-        if node.stale_pages and node.opens:
-            # Open descriptors read the kernel's pages with no open to drop them at.
-            node.stale_pages = False
-            self.drop_cache(node.ino)
+        if node.stale_pages:
+            await self._drop_stale_pages(node)
         return self._entry(node, info)
 
     @_request(write=True)
@@ -400,6 +473,12 @@ class Operations(pyfuse3.Operations):
         # The kernel truncated its pages itself; new times leave them valid.
         node.changed_here = True
         node.learn(info)
+        if node.written and self.files_by_inode:
+            # A patchwork of pages left by writes (see _opened) with no open to drop them at:
+            # dropped when the writer sets the file's times, as tar and cp -a do when done.
+            # Before the answer, so that a reader right after it reads the file whole.
+            node.written = False
+            await self.drop_pages(node.ino)
         return self._entry(node, info)
 
     def _maybe_handle(self, fh: int | None) -> FileHandle | None:
@@ -451,8 +530,18 @@ class Operations(pyfuse3.Operations):
     @_request(write=True)
     async def unlink(self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> None:
         parent, text, path = self._child_path(parent_inode, name)
-        await self._keep_attributes(parent, text, path)
-        await self.fs.unlink(path)
+        # Served by inode, a file stays readable after its unlink only through a keeper (the
+        # mount is not told whether it is open).
+        kept = await self._keeper_for(parent, text, path) if self.files_by_inode else None
+        if kept is None:
+            await self._keep_attributes(parent, text, path)
+        try:
+            await self.fs.unlink(path)
+        except BaseException:
+            if kept is not None:
+                await kept[1].close()
+            raise
+        self._keep(kept)
         self.inodes.detach_name(parent, text)
 
     @_request(write=True)
@@ -500,9 +589,7 @@ class Operations(pyfuse3.Operations):
             if exchange and isinstance(error, OSError) and error.errno in _NOT_SUPPORTED:
                 raise _fuse_error(errno.EINVAL) from None
             raise
-        if kept is not None:
-            kept[0].keeper = kept[1]
-            self.inodes.pin(kept[0])
+        self._keep(kept)
         if exchange:
             self.inodes.exchange(old_parent, old_text, new_parent, new_text)
         else:
@@ -518,6 +605,10 @@ class Operations(pyfuse3.Operations):
 
     @_request()
     async def open(self, inode: int, flags: int, ctx: pyfuse3.RequestContext) -> pyfuse3.FileInfo:
+        if self.files_by_inode:
+            # The kernel sends no OPEN or RELEASE for the rest of the mount, and requests on
+            # opened files come by inode (see the module docstring).
+            raise _fuse_error(errno.ENOSYS)
         node = self._node(inode)
         truncate = bool(flags & os.O_TRUNC)
         write = (flags & os.O_ACCMODE) != os.O_RDONLY
@@ -539,12 +630,7 @@ class Operations(pyfuse3.Operations):
         handle = self.handles.add_file(node, file, flags)
         handle.shared = shared
         self.inodes.pin(node)
-        # Pages are dropped when the tree changed the file elsewhere, and after writes through
-        # the mount that left a patchwork of pages (a reader would need a request per gap; the
-        # file then comes back in whole read requests).
-        keep = not (node.written or node.stale_pages)
-        node.written = node.stale_pages = False
-        return pyfuse3.FileInfo(fh=handle.fh, keep_cache=keep, direct_io=False)
+        return _opened(node, handle.fh)
 
     @_request(write=True)
     async def create(
@@ -568,22 +654,44 @@ class Operations(pyfuse3.Operations):
             await file.close()
             raise
         node = self.inodes.remember(parent, text, info)
+        node.written_here = True
+        if self.files_by_inode:
+            # No handle: once the kernel knows open answers ENOSYS it sends no RELEASE for a
+            # created file either, and its requests come by inode too.
+            await file.close()
+            return _opened(node, 0), self._entry(node, info)
         return self._add_handle(node, file, flags), self._entry(node, info)
 
     @_request()
     async def read(self, fh: int, off: int, size: int) -> bytes:
-        return await self.handles.file(fh).file.read(off, size)
+        if fh >= FIRST_HANDLE:
+            return await self.handles.file(fh).file.read(off, size)
+        _, file, owned = await self._file_by_inode(fh, write=False)
+        try:
+            return await file.read(off, size)
+        finally:
+            if owned:
+                await file.close()
 
     @_request(write=True)
     async def write(self, fh: int, off: int, buf: bytes) -> int:
-        handle = self.handles.file(fh)
-        handle.dirty = True
-        node = handle.node
-        node.changed_here = True
+        if fh >= FIRST_HANDLE:
+            handle = self.handles.file(fh)
+            handle.dirty = True
+            return await self._write(handle.node, handle.file, off, buf)
+        node, file, owned = await self._file_by_inode(fh, write=True)
+        try:
+            return await self._write(node, file, off, buf)
+        finally:
+            if owned:
+                await file.close()
+
+    async def _write(self, node: Node, file: OpenFile, off: int, buf: bytes) -> int:
+        node.changed_here = node.written_here = True
         done = 0
         view = memoryview(buf)
         while done < len(buf):
-            written = await handle.file.write(off + done, bytes(view[done:]) if done else buf)
+            written = await file.write(off + done, bytes(view[done:]) if done else buf)
             if written <= 0:
                 raise _fuse_error(errno.EIO)
             done += written
@@ -611,6 +719,8 @@ class Operations(pyfuse3.Operations):
 
     @_request()
     async def release(self, fh: int) -> None:
+        if fh < FIRST_HANDLE:
+            return  # a file created before open first answered ENOSYS: it has no handle
         handle = self.handles.pop_file(fh)
         if self.forwards_flush:
             self.generation += 1  # closing a buffering handle writes it back
@@ -623,7 +733,15 @@ class Operations(pyfuse3.Operations):
 
     @_request(write=True)
     async def fsync(self, fh: int, datasync: bool) -> None:
-        await self.handles.file(fh).file.fsync(datasync)
+        if fh >= FIRST_HANDLE:
+            await self.handles.file(fh).file.fsync(datasync)
+            return
+        _, file, owned = await self._file_by_inode(fh, write=False)
+        try:
+            await file.fsync(datasync)
+        finally:
+            if owned:
+                await file.close()
 
     # --- directories -----------------------------------------------------------------------
 
@@ -712,6 +830,8 @@ class Operations(pyfuse3.Operations):
                 self.inodes.discard_if_unused(child)
                 return
             self.inodes.ref(child)
+            if child.stale_pages:
+                await self._drop_stale_pages(child)
 
     @_request()
     async def releasedir(self, fh: int) -> None:
@@ -763,6 +883,19 @@ class Operations(pyfuse3.Operations):
     @_request(write=True)
     async def removexattr(self, inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> None:
         raise _fuse_error(errno.ENOSYS)
+
+
+def _opened(node: Node, fh: int) -> pyfuse3.FileInfo:
+    """The answer to an open or create of ``node``. Its pages are dropped when the tree changed
+    the file elsewhere, and after writes through the mount that left a patchwork of pages (a
+    reader would need a request per gap; the file then comes back in whole read requests)."""
+    keep = not (node.written or node.stale_pages)
+    node.written = node.stale_pages = False
+    return pyfuse3.FileInfo(fh=fh, keep_cache=keep, direct_io=False)
+
+
+async def _nothing_to_drop(ino: int) -> None:
+    pass
 
 
 def _resized(info: FileInfo, size: int) -> FileInfo:

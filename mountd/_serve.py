@@ -56,6 +56,7 @@ from ._invalidate import InvalidateInode, Invalidator, send_to_kernel
 from ._ops import Operations
 from ._reader import Reader
 from ._reader import installed as reader_installed
+from ._writers import inodes_open_for_writing
 
 log = logging.getLogger("mountd")
 
@@ -80,6 +81,10 @@ class MountOptions:
     ``keep_written_pages``: what is written through the mount stays in the kernel's page cache
     for later readers (the kernel's own rule drops a file's pages whenever its modification time
     moves; mountd then drops them itself when the file changes elsewhere; needs the same pyfuse3).
+    ``files_by_inode``: the kernel sends no OPEN or RELEASE for files that already exist (two
+    requests less per ``open(2)``; needs the same pyfuse3, and a tree that buffers no writes in
+    its open files). The mount is then not told about opens: an ``O_WRONLY`` open of a file the
+    tree will not let be written fails at the first ``write(2)`` (``O_TRUNC`` still at the open).
     """
 
     fsname: str = "agentroot"
@@ -93,6 +98,7 @@ class MountOptions:
     fast_reader: bool = True
     cache_listings: bool = True
     keep_written_pages: bool = True
+    files_by_inode: bool = True
     read_ahead_kb: int | None = 1024
     # Longest an API write waits for the kernel to drop its caches (see mountd._invalidate).
     invalidation_timeout: float = 10.0
@@ -145,6 +151,9 @@ class Mount:
         self.tree = tree
         self.counters: Counter[str] = Counter()
         self._ops: Operations | None = None
+        # The mountpoint as /proc/self/mountinfo lists it, found before mounting: resolving
+        # it later would look through the mount.
+        self._listed_as = _registry.canonical(mountpoint)
 
     @property
     def known_inodes(self) -> int:
@@ -161,9 +170,15 @@ class Mount:
         if self._ops is None:
             return []
         table = self._ops.inodes
-        paths = {
-            table.path(handle.node) for handle in self._ops.handles.open_files() if handle.writable
-        }
+        nodes = [handle.node for handle in self._ops.handles.open_files() if handle.writable]
+        if self._ops.files_by_inode:  # opens are not told to the mount: ask the kernel
+            entry = _registry.mount_at(self._listed_as)
+            if entry is not None:
+                for ino in inodes_open_for_writing(entry.device):
+                    node = table.find(ino)
+                    if node is not None:
+                        nodes.append(node)
+        paths = {table.path(node) for node in nodes}
         return sorted(path for path in paths if path is not None)
 
     def __repr__(self) -> str:
@@ -231,6 +246,7 @@ async def serve(
             writeback=options.writeback,
             cache_listings=options.cache_listings,
             keep_written_pages=options.keep_written_pages,
+            files_by_inode=options.files_by_inode,
         )
         mount._ops = ops
         release_guard = _guard_mountpoint(target)
@@ -298,10 +314,15 @@ async def _drop_caches(inodes: trio.MemoryReceiveChannel[int]) -> None:
     ``Operations.drop_cache``), from a worker thread: the kernel may hold a notification until
     a request on that inode is answered, by this event loop."""
     async for ino in inodes:
-        try:
-            await trio.to_thread.run_sync(send_to_kernel, InvalidateInode(ino))
-        except OSError as error:  # the kernel forgot it already, or the mount is going
-            log.debug("dropping the cache of inode %d failed: %s", ino, error)
+        await _drop_pages(ino)
+
+
+async def _drop_pages(ino: int) -> None:
+    """``Operations.drop_pages``: one inode, from a worker thread (see above)."""
+    try:
+        await trio.to_thread.run_sync(send_to_kernel, InvalidateInode(ino))
+    except OSError as error:  # the kernel forgot it already, or the mount is going
+        log.debug("dropping the pages of inode %d failed: %s", ino, error)
 
 
 async def _serve_session(
@@ -346,6 +367,7 @@ async def _serve_session(
             drops, dropped = trio.open_memory_channel[int](math.inf)
             nursery.start_soon(_drop_caches, dropped)
             ops.drop_cache = functools.partial(_send_if_open, drops)
+            ops.drop_pages = _drop_pages
             watchable = mount.tree if isinstance(mount.tree, Watchable) else fs
             if isinstance(watchable, Watchable):
                 invalidator = Invalidator(

@@ -36,7 +36,9 @@ import pytest
 
 from . import compositions, trees
 
-RW_KINDS = ("tmpfs", "temp", "dir_rw", "union", "union_host")
+# temp_handles: temp_fs with OPEN/RELEASE and file handles (MountOptions(files_by_inode=False)),
+# what a tree that buffers writes, or a stock pyfuse3, always gets.
+RW_KINDS = ("tmpfs", "temp", "temp_handles", "dir_rw", "union", "union_host")
 RO_KINDS = ("tmpfs_ro", "dir_ro", "overlay")
 REFERENCE_KINDS = frozenset({"tmpfs", "tmpfs_ro"})
 
@@ -106,10 +108,10 @@ class Roots:
         path.mkdir()
         return path
 
-    def _mount(self, build: Callable[[], object], name: str) -> Path:
+    def _mount(self, build: Callable[[], object], name: str, options: object = None) -> Path:
         from .mounting import mount_root
 
-        return self._stack.enter_context(mount_root(build, self._dir(f"mnt-{name}")))
+        return self._stack.enter_context(mount_root(build, self._dir(f"mnt-{name}"), options))
 
     def _setup(self, kind: str) -> Path:
         if kind == "tmpfs":
@@ -126,6 +128,11 @@ class Roots:
             return base
         if kind == "temp":
             return _with_sample(self._mount(compositions.temp, "temp"))
+        if kind == "temp_handles":
+            from mountd import MountOptions
+
+            options = MountOptions(files_by_inode=False)
+            return _with_sample(self._mount(compositions.temp, "temp-handles", options))
         if kind == "dir_rw":
             host = self._dir("host-rw")
             return _with_sample(self._mount(functools.partial(compositions.dir_rw, host), "dir-rw"))

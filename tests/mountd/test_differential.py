@@ -44,7 +44,7 @@ pytestmark = pytest.mark.timeout(120)
 NAMES = ("a", "b", "c")
 PATHS = NAMES + tuple(f"{x}/{y}" for x in NAMES[:2] for y in NAMES)
 MODES = (0o644, 0o600, 0o755, 0o700, 0o000, 0o777, 0o4755)
-DIFF_KINDS = ("tmpfs", "temp", "dir_rw", "union", "union_host")
+DIFF_KINDS = ("tmpfs", "temp", "temp_handles", "dir_rw", "union", "union_host")
 # CI runs a bounded number; soak locally with e.g. AGENTROOT_DIFF_EXAMPLES=2000.
 MAX_EXAMPLES = int(os.environ.get("AGENTROOT_DIFF_EXAMPLES", "60"))
 

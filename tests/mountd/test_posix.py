@@ -177,13 +177,20 @@ def test_mmap_shared_read(root: Root) -> None:
 # --- Read-only kinds: every mutation is EROFS --------------------------------------------------
 
 
-def _write_existing(p: Path) -> None:
-    os.close(os.open(p / "README.md", os.O_WRONLY))
+def _write_existing(p: Path, flags: int) -> None:
+    # EROFS at the open, or (a mount serving files by inode is not told about opens; see
+    # mountd._ops) at the first write.
+    fd = os.open(p / "README.md", flags)
+    try:
+        os.pwrite(fd, b"x", 0)
+    finally:
+        os.close(fd)
 
 
 MUTATIONS = {
-    "open_wronly": _write_existing,
-    "open_rdwr": lambda p: os.close(os.open(p / "README.md", os.O_RDWR)),
+    "write_wronly": lambda p: _write_existing(p, os.O_WRONLY),
+    "write_rdwr": lambda p: _write_existing(p, os.O_RDWR),
+    "write_append": lambda p: _write_existing(p, os.O_WRONLY | os.O_APPEND),
     "open_trunc": lambda p: os.close(os.open(p / "README.md", os.O_WRONLY | os.O_TRUNC)),
     "create": lambda p: os.close(os.open(p / "new.txt", os.O_WRONLY | os.O_CREAT, 0o644)),
     "mkdir": lambda p: os.mkdir(p / "newdir"),

@@ -1,0 +1,191 @@
+"""Files served by inode: no OPEN or RELEASE request for a file that already exists.
+
+With the pyfuse3 that ``scripts/install`` builds, mountd answers the kernel's first OPEN with
+ENOSYS; the kernel then opens files without asking, for the rest of the mount, and reads and
+writes arrive with the file's inode instead of a handle (``mountd._ops``). What the daemon no
+longer hears about (opens, closes, an O_TRUNC riding on an open) must still behave: these tests
+pin each piece.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import tempfile
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+import vfs
+from mountd import Mount, MountOptions, mounted
+from mountd._ops import FILES_BY_INODE
+
+pytestmark = [pytest.mark.mount, pytest.mark.timeout(120)]
+
+
+def test_the_installed_pyfuse3_serves_files_by_inode() -> None:
+    """Fails when scripts/install left a pyfuse3 without the patch (two requests per open)."""
+    assert FILES_BY_INODE
+
+
+@asynccontextmanager
+async def _serving(fs: vfs.FileSystem, mnt: Path, **options: Any) -> AsyncIterator[Mount]:
+    async with mounted(fs, mnt, MountOptions(**options)) as mount:
+        yield mount
+
+
+def _in_thread(fn: Callable[[], Any]) -> Any:
+    return trio.to_thread.run_sync(fn)
+
+
+@pytest.mark.parametrize("by_inode", [True, False], ids=["by-inode", "handles"])
+def test_reading_a_file_again_costs_no_request(tmp_path: Path, by_inode: bool) -> None:
+    fs = vfs.temp_fs({"/f.txt": "hello\n"})
+
+    async def main() -> None:
+        async with _serving(fs, tmp_path, files_by_inode=by_inode) as mount:
+            for _ in range(3):
+                assert await _in_thread((tmp_path / "f.txt").read_text) == "hello\n"
+            counters = mount.counters
+            assert counters["read"] == 1  # the pages stay cached either way
+            if by_inode:
+                assert (counters["open"], counters["release"]) == (1, 0)  # the ENOSYS only
+            else:
+                assert (counters["open"], counters["release"]) == (3, 3)
+
+    trio.run(main)
+
+
+def test_an_o_trunc_open_truncates(tmp_path: Path) -> None:
+    fs = vfs.temp_fs({"/f.txt": "a longer first version\n"})
+
+    async def main() -> None:
+        async with _serving(fs, tmp_path) as mount:
+            path = tmp_path / "f.txt"
+            assert await _in_thread(path.read_text) == "a longer first version\n"
+            await _in_thread(lambda: path.write_text("short\n"))  # O_WRONLY|O_CREAT|O_TRUNC
+            assert await _in_thread(path.read_text) == "short\n"
+            assert await fs.read("/f.txt") == "short\n"
+            assert mount.counters["setattr"] >= 1  # the truncation, sent on its own
+
+            def truncate_and_write() -> int:
+                fd = os.open(path, os.O_RDWR | os.O_TRUNC)
+                try:
+                    size = os.fstat(fd).st_size
+                    os.write(fd, b"x")
+                    return size
+                finally:
+                    os.close(fd)
+
+            assert await _in_thread(truncate_and_write) == 0
+            assert await fs.read("/f.txt") == "x"
+
+    trio.run(main)
+
+
+def test_a_temporary_file_lives_on_after_its_unlink(tmp_path: Path) -> None:
+    """``tempfile.TemporaryFile``: created, unlinked at once, then written and read back."""
+
+    def use() -> bytes:
+        with tempfile.TemporaryFile(dir=tmp_path) as handle:
+            assert os.listdir(tmp_path) == []
+            handle.write(b"spilled " * 10_000)
+            handle.flush()
+            os.fsync(handle.fileno())
+            handle.seek(0)
+            return handle.read()
+
+    async def main() -> None:
+        async with _serving(vfs.temp_fs(), tmp_path) as mount:
+            assert await _in_thread(use) == b"spilled " * 10_000
+            # The kept file goes once the kernel forgets the inode.
+            deadline = trio.current_time() + 10
+            while len(mount._ops.inodes) > 1 and trio.current_time() < deadline:  # type: ignore[union-attr]
+                await _in_thread(lambda: Path("/proc/sys/vm/drop_caches").write_text("2\n"))
+                await trio.sleep(0.05)
+            assert len(mount._ops.inodes) == 1  # type: ignore[union-attr]
+
+    trio.run(main)
+
+
+def test_a_host_file_unlinked_while_open_stays_readable(tmp_path: Path) -> None:
+    host = tmp_path / "host"
+    host.mkdir()
+    (host / "f.txt").write_text("from the host\n")
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+
+    def unlink_while_open() -> tuple[bytes, int]:
+        fd = os.open(mnt / "f.txt", os.O_RDONLY)
+        try:
+            os.unlink(mnt / "f.txt")
+            return os.pread(fd, 100, 0), os.fstat(fd).st_nlink
+        finally:
+            os.close(fd)
+
+    async def main() -> None:
+        async with _serving(vfs.dir_fs(str(host)), mnt) as mount:
+            assert mount._ops.files_by_inode  # type: ignore[union-attr]
+            assert await _in_thread(unlink_while_open) == (b"from the host\n", 0)
+            assert not (host / "f.txt").exists()
+
+    trio.run(main)
+
+
+def test_a_file_the_tree_will_not_let_be_written_fails_at_the_first_write(
+    tmp_path: Path,
+) -> None:
+    host = tmp_path / "host"
+    host.mkdir()
+    (host / "f.txt").write_text("kept\n")
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    tree = vfs.union_fs({"/": vfs.temp_fs(), "/ro": vfs.dir_fs(str(host), read_only=True)})
+
+    def write_through(flags: int) -> None:
+        fd = os.open(mnt / "ro" / "f.txt", flags)
+        try:
+            os.write(fd, b"x")
+        finally:
+            os.close(fd)
+
+    async def main() -> None:
+        async with _serving(tree, mnt) as mount:
+            assert mount._ops.files_by_inode  # type: ignore[union-attr]
+            for flags in (
+                os.O_WRONLY,
+                os.O_RDWR,
+                os.O_WRONLY | os.O_APPEND,
+                os.O_WRONLY | os.O_TRUNC,
+            ):
+                with pytest.raises(OSError) as caught:
+                    await trio.to_thread.run_sync(write_through, flags)
+                assert caught.value.errno == errno.EROFS
+            assert (host / "f.txt").read_text() == "kept\n"
+            assert await _in_thread((mnt / "ro" / "f.txt").read_text) == "kept\n"
+
+    trio.run(main)
+
+
+def test_files_open_for_writing_are_found_without_open_requests(tmp_path: Path) -> None:
+    """``mountd apply`` refuses files open for writing; the mount learns them from /proc."""
+    fs = vfs.temp_fs({"/w.txt": "w\n", "/r.txt": "r\n"})
+
+    async def main() -> None:
+        async with _serving(fs, tmp_path) as mount:
+            assert mount.open_for_writing() == []
+            writer = await _in_thread(lambda: os.open(tmp_path / "w.txt", os.O_WRONLY))
+            reader = await _in_thread(lambda: os.open(tmp_path / "r.txt", os.O_RDONLY))
+            try:
+                found = await _in_thread(mount.open_for_writing)
+                assert found == ["/w.txt"]
+                assert mount.counters["release"] == 0  # the kernel told nothing
+            finally:
+                await _in_thread(lambda: (os.close(writer), os.close(reader)))
+            assert await _in_thread(mount.open_for_writing) == []
+
+    trio.run(main)
