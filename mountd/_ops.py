@@ -78,10 +78,9 @@ Decisions a reader may question:
   that started or ended inside a page (the kernel keeps only pages a write covered whole, and
   reading such a patchwork costs a request per gap). API changes drop the cache through the
   invalidation path (``mountd._invalidate``). Served by inode there is no open to drop pages at:
-  a tree change learned by a lookup or getattr drops them before the answer (``drop_pages``);
-  a patchwork stays, and its reader pays a request per gap (dropping it when tar sets the
-  file's times was tried: an awaited notification per file doubled the daemon's CPU in untar,
-  for fewer reads in a later rg that is faster by inode anyway).
+  a tree change learned by a lookup or getattr drops them before the answer (``drop_pages``),
+  and a patchwork when the writer next sets the file's times (as tar and ``cp -a`` do when
+  done), off the request path.
   ``direct_io`` is never used: it breaks shared ``mmap``, which sqlite and git need.
 """
 
@@ -475,6 +474,12 @@ class Operations(pyfuse3.Operations):
         # The kernel truncated its pages itself; new times leave them valid.
         node.changed_here = True
         node.learn(info)
+        if node.written and self.files_by_inode:
+            # A patchwork of pages left by writes (see _opened) with no open to drop it at:
+            # dropped when the writer sets the file's times, as tar and cp -a do when done (off
+            # the request path; a reader faster than the drop pays a request per gap).
+            node.written = False
+            self.drop_cache(node.ino)
         return self._entry(node, info)
 
     def _maybe_handle(self, fh: int | None) -> FileHandle | None:
