@@ -5,9 +5,10 @@ Theory of operation
 ``open``/``create`` put a :class:`FileHandle` (the tree's :class:`vfs.OpenFile`, the inode node it
 was opened through, the open flags) under a fresh ``fh``; ``opendir`` puts a :class:`DirHandle`.
 Handle numbers come from a counter and are never reused, so a stale number cannot reach another
-file; they start at :data:`FIRST_HANDLE`, above any inode number, because a mount serving files by
-inode (see ``mountd._ops``) gets inode numbers where handles would be. ``release``/``releasedir`` pop them. The table does not touch the inode table; the caller
-pins the node for as long as the handle exists (see ``mountd._inodes``).
+file; they start at :data:`FIRST_HANDLE`, above any inode number, because a mount serving files
+by inode (see ``mountd._ops``) gets inode numbers where handles would be. ``release`` and
+``releasedir`` pop them. The table does not touch the inode table; the caller pins the node for
+as long as the handle exists (see ``mountd._inodes``).
 
 A directory handle keeps a snapshot of the directory's names (with their attributes), taken when
 the kernel reads from offset 0 (``opendir`` and every ``rewinddir``). Offsets given to the kernel

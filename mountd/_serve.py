@@ -165,7 +165,9 @@ class Mount:
 
     def open_for_writing(self) -> list[str]:
         """The tree paths of the files open for writing through the mount, sorted (a file whose
-        name is gone is left out). ``mountd apply`` refuses to apply them."""
+        name is gone is left out). ``mountd apply`` refuses to apply them. Served by inode, the
+        kernel does not tell the mount about opens: this scans ``/proc`` (``mountd._writers``;
+        touches no mount, so the event loop may call it)."""
         if self._ops is None:
             return []
         table = self._ops.inodes
