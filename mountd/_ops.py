@@ -459,6 +459,9 @@ class Operations(pyfuse3.Operations):
                 handle.dirty = True
             elif path is not None:
                 changes["size"] = attr.st_size
+            elif node.keeper is not None and node.keeper_writable:
+                # ftruncate of an unlinked file served by inode: through what keeps it.
+                await node.keeper.truncate(attr.st_size)
             else:
                 raise _fuse_error(errno.ENOENT)
         if path is None:
