@@ -43,7 +43,9 @@ def _in_thread(fn: Callable[[], Any]) -> Any:
 
 
 @pytest.mark.parametrize("by_inode", [True, False], ids=["by-inode", "handles"])
-def test_a_file_read_again_costs_open_and_release_only_through_handles(tmp_path: Path, by_inode: bool) -> None:
+def test_a_file_read_again_costs_open_and_release_only_through_handles(
+    tmp_path: Path, by_inode: bool
+) -> None:
     fs = vfs.temp_fs({"/f.txt": "hello\n"})
 
     async def main() -> None:
