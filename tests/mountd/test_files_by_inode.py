@@ -12,16 +12,13 @@ from __future__ import annotations
 import errno
 import os
 import tempfile
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
 
 import pytest
 import trio
 
 import vfs
-from mountd import Mount, MountOptions, mounted
+from mountd import MountOptions, mounted
 from mountd._ops import FILES_BY_INODE
 
 pytestmark = [pytest.mark.mount, pytest.mark.timeout(120)]
@@ -32,16 +29,6 @@ def test_the_installed_pyfuse3_serves_files_by_inode() -> None:
     assert FILES_BY_INODE
 
 
-@asynccontextmanager
-async def _serving(fs: vfs.FileSystem, mnt: Path, **options: Any) -> AsyncIterator[Mount]:
-    async with mounted(fs, mnt, MountOptions(**options)) as mount:
-        yield mount
-
-
-def _in_thread(fn: Callable[[], Any]) -> Any:
-    return trio.to_thread.run_sync(fn)
-
-
 @pytest.mark.parametrize("by_inode", [True, False], ids=["by-inode", "handles"])
 def test_a_file_read_again_costs_open_and_release_only_through_handles(
     tmp_path: Path, by_inode: bool
@@ -49,9 +36,9 @@ def test_a_file_read_again_costs_open_and_release_only_through_handles(
     fs = vfs.temp_fs({"/f.txt": "hello\n"})
 
     async def main() -> None:
-        async with _serving(fs, tmp_path, files_by_inode=by_inode) as mount:
+        async with mounted(fs, tmp_path, MountOptions(files_by_inode=by_inode)) as mount:
             for _ in range(3):
-                assert await _in_thread((tmp_path / "f.txt").read_text) == "hello\n"
+                assert await trio.to_thread.run_sync((tmp_path / "f.txt").read_text) == "hello\n"
             counters = mount.counters
             assert counters["read"] == 1  # the pages stay cached either way
             if by_inode:
@@ -66,11 +53,13 @@ def test_an_o_trunc_open_truncates(tmp_path: Path) -> None:
     fs = vfs.temp_fs({"/f.txt": "a longer first version\n"})
 
     async def main() -> None:
-        async with _serving(fs, tmp_path) as mount:
+        async with mounted(fs, tmp_path, MountOptions()) as mount:
             path = tmp_path / "f.txt"
-            assert await _in_thread(path.read_text) == "a longer first version\n"
-            await _in_thread(lambda: path.write_text("short\n"))  # O_WRONLY|O_CREAT|O_TRUNC
-            assert await _in_thread(path.read_text) == "short\n"
+            assert await trio.to_thread.run_sync(path.read_text) == "a longer first version\n"
+            await trio.to_thread.run_sync(
+                lambda: path.write_text("short\n")
+            )  # O_WRONLY|O_CREAT|O_TRUNC
+            assert await trio.to_thread.run_sync(path.read_text) == "short\n"
             assert await fs.read("/f.txt") == "short\n"
             assert mount.counters["setattr"] >= 1  # the truncation, sent on its own
 
@@ -83,7 +72,7 @@ def test_an_o_trunc_open_truncates(tmp_path: Path) -> None:
                 finally:
                     os.close(fd)
 
-            assert await _in_thread(truncate_and_write) == 0
+            assert await trio.to_thread.run_sync(truncate_and_write) == 0
             assert await fs.read("/f.txt") == "x"
 
     trio.run(main)
@@ -103,12 +92,14 @@ def test_a_temporary_file_lives_on_after_its_unlink(tmp_path: Path) -> None:
             return handle.read()
 
     async def main() -> None:
-        async with _serving(vfs.temp_fs(), tmp_path) as mount:
-            assert await _in_thread(use) == b"spilled " * 10_000 + bytes(8)
+        async with mounted(vfs.temp_fs(), tmp_path, MountOptions()) as mount:
+            assert await trio.to_thread.run_sync(use) == b"spilled " * 10_000 + bytes(8)
             # The kept file goes once the kernel forgets the inode.
             deadline = trio.current_time() + 10
             while len(mount._ops.inodes) > 1 and trio.current_time() < deadline:  # type: ignore[union-attr]
-                await _in_thread(lambda: Path("/proc/sys/vm/drop_caches").write_text("2\n"))
+                await trio.to_thread.run_sync(
+                    lambda: Path("/proc/sys/vm/drop_caches").write_text("2\n")
+                )
                 await trio.sleep(0.05)
             assert len(mount._ops.inodes) == 1  # type: ignore[union-attr]
 
@@ -131,9 +122,9 @@ def test_a_host_file_unlinked_while_open_stays_readable(tmp_path: Path) -> None:
             os.close(fd)
 
     async def main() -> None:
-        async with _serving(vfs.dir_fs(str(host)), mnt) as mount:
+        async with mounted(vfs.dir_fs(str(host)), mnt, MountOptions()) as mount:
             assert mount._ops.files_by_inode  # type: ignore[union-attr]
-            assert await _in_thread(unlink_while_open) == (b"from the host\n", 0)
+            assert await trio.to_thread.run_sync(unlink_while_open) == (b"from the host\n", 0)
             assert not (host / "f.txt").exists()
 
     trio.run(main)
@@ -157,7 +148,7 @@ def test_a_file_the_tree_will_not_let_be_written_fails_at_the_first_write(
             os.close(fd)
 
     async def main() -> None:
-        async with _serving(tree, mnt) as mount:
+        async with mounted(tree, mnt, MountOptions()) as mount:
             assert mount._ops.files_by_inode  # type: ignore[union-attr]
             for flags in (
                 os.O_WRONLY,
@@ -169,7 +160,7 @@ def test_a_file_the_tree_will_not_let_be_written_fails_at_the_first_write(
                     await trio.to_thread.run_sync(write_through, flags)
                 assert caught.value.errno == errno.EROFS
             assert (host / "f.txt").read_text() == "kept\n"
-            assert await _in_thread((mnt / "ro" / "f.txt").read_text) == "kept\n"
+            assert await trio.to_thread.run_sync((mnt / "ro" / "f.txt").read_text) == "kept\n"
 
     trio.run(main)
 
@@ -179,16 +170,16 @@ def test_files_open_for_writing_are_found_without_open_requests(tmp_path: Path) 
     fs = vfs.temp_fs({"/w.txt": "w\n", "/r.txt": "r\n"})
 
     async def main() -> None:
-        async with _serving(fs, tmp_path) as mount:
+        async with mounted(fs, tmp_path, MountOptions()) as mount:
             assert mount.open_for_writing() == []
-            writer = await _in_thread(lambda: os.open(tmp_path / "w.txt", os.O_WRONLY))
-            reader = await _in_thread(lambda: os.open(tmp_path / "r.txt", os.O_RDONLY))
+            writer = await trio.to_thread.run_sync(lambda: os.open(tmp_path / "w.txt", os.O_WRONLY))
+            reader = await trio.to_thread.run_sync(lambda: os.open(tmp_path / "r.txt", os.O_RDONLY))
             try:
-                found = await _in_thread(mount.open_for_writing)
+                found = await trio.to_thread.run_sync(mount.open_for_writing)
                 assert found == ["/w.txt"]
                 assert mount.counters["release"] == 0  # the kernel told nothing
             finally:
-                await _in_thread(lambda: (os.close(writer), os.close(reader)))
-            assert await _in_thread(mount.open_for_writing) == []
+                await trio.to_thread.run_sync(lambda: (os.close(writer), os.close(reader)))
+            assert await trio.to_thread.run_sync(mount.open_for_writing) == []
 
     trio.run(main)
