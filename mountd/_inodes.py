@@ -69,6 +69,7 @@ class Node:
         "offsets",
         "opens",
         "parent",
+        "partial_tail",
         "stale_pages",
         "told",
         "written",
@@ -95,10 +96,12 @@ class Node:
         self.attrs_of: FileInfo | None = None
         # The kernel's cached pages of this file, which mountd keeps right itself (see
         # mountd._ops, keep_cache): ``written`` when writes through the mount left pages only
-        # partly valid; ``changed_here`` when the mount changed the content since ``info`` was
+        # partly valid; ``partial_tail`` when only the last page, which a write ended inside
+        # of, is; ``changed_here`` when the mount changed the content since ``info`` was
         # learned (a new size or time then is the mount's own); ``stale_pages`` when the tree's
         # content changed elsewhere.
         self.written = False
+        self.partial_tail = False
         self.changed_here = False
         self.stale_pages = False
         # A directory listed without a handle: the snapshot being listed and its names' offsets

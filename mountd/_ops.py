@@ -78,9 +78,10 @@ Decisions a reader may question:
   that started or ended inside a page (the kernel keeps only pages a write covered whole, and
   reading such a patchwork costs a request per gap). API changes drop the cache through the
   invalidation path (``mountd._invalidate``). Served by inode there is no open to drop pages at:
-  a tree change learned by a lookup or getattr drops them before the answer (``drop_pages``),
-  and a patchwork when the writer next sets the file's times (as tar and ``cp -a`` do when
-  done), off the request path.
+  a tree change learned by a lookup or getattr drops them before the answer (``drop_pages``).
+  When the writer sets the file's times (as tar, ``cp -a`` and rsync do once a file is
+  written), the kernel is handed the pages writes left incomplete (``store_pages``; see
+  ``_complete_pages``), so the next reader costs no request at all.
   ``direct_io`` is never used: it breaks shared ``mmap``, which sqlite and git need.
 """
 
@@ -129,6 +130,8 @@ FILES_BY_INODE = hasattr(pyfuse3.Operations, "files_by_inode")
 """Whether this pyfuse3 passes the inode of a file opened without a handle, which lets open
 answer ENOSYS so that the kernel sends no OPEN or RELEASE (``scripts/install`` patches it in)."""
 PAGE_SIZE = mmap.PAGESIZE
+# The most _complete_pages hands the kernel at once: a whole source file, not a disk image.
+STORE_LIMIT = 4 << 20
 
 
 def _request(*, write: bool = False) -> Callable[[_F], _F]:
@@ -228,6 +231,9 @@ class Operations(pyfuse3.Operations):
         self.drop_cache: Callable[[int], None] = lambda ino: None
         # The same, awaited: returns once the kernel dropped them (set by mountd._serve).
         self.drop_pages: Callable[[int], Awaitable[None]] = _nothing_to_drop
+        # Hands the kernel a file's bytes at an offset for its page cache, awaited (set by
+        # mountd._serve): the pages writes left incomplete, once the writer is done (setattr).
+        self.store_pages: Callable[[int, int, bytes], Awaitable[None]] = _nothing_to_store
 
     async def close_all(self) -> None:
         """After the session ends: close the files the kernel never released (a process still
@@ -477,13 +483,39 @@ class Operations(pyfuse3.Operations):
         # The kernel truncated its pages itself; new times leave them valid.
         node.changed_here = True
         node.learn(info)
-        if node.written and self.files_by_inode:
-            # A patchwork of pages left by writes (see _opened) with no open to drop it at:
-            # dropped when the writer sets the file's times, as tar and cp -a do when done (off
-            # the request path; a reader faster than the drop pays a request per gap).
-            node.written = False
-            self.drop_cache(node.ino)
+        if (
+            (node.written or node.partial_tail)
+            and fields.update_mtime
+            and not fields.update_size
+            and self.files_by_inode
+        ):
+            await self._complete_pages(node, path, info.size)
         return self._entry(node, info)
+
+    async def _complete_pages(self, node: Node, path: str, size: int) -> None:
+        """Give the kernel the pages that writes through the mount left incomplete, when the
+        writer sets the file's times, as tar, ``cp -a`` and rsync do once a file is written:
+        a reader then costs no request at all (rg after untar), where it would cost one READ
+        per file (its last page) or per gap. Safe from racing a write: the caller of a
+        setattr holds the inode's lock, which a write(2) takes too, until this answers, and
+        the store waits in a thread of its own for any page a reader holds locked (its READ
+        is answered meanwhile). Files served by inode only: the tree holds every byte written
+        (no buffering handles), and with handles an open drops a patchwork instead (_opened).
+        """
+        whole = node.written
+        node.written = node.partial_tail = False
+        start = 0 if whole else size - size % PAGE_SIZE
+        if size - start > STORE_LIMIT or start == size:
+            if whole:  # too big to hand over: dropped, so it comes back in whole READs
+                self.drop_cache(node.ino)
+            return
+        file = await self.fs.open(path)
+        try:
+            data = await file.read(start, size - start)
+        finally:
+            await file.close()
+        if len(data) == size - start:  # else the tree changed meanwhile: leave the kernel be
+            await self.store_pages(node.ino, start, data)
 
     def _maybe_handle(self, fh: int | None) -> FileHandle | None:
         if fh is None:
@@ -705,9 +737,13 @@ class Operations(pyfuse3.Operations):
             # What a detached inode answers; cheap to keep for all (only when the file grows).
             node.info = _resized(node.info, end)
         # The kernel marks only the pages a write covers whole as valid: one that starts inside
-        # a page, or ends inside one before the end of the file, leaves a gap in its cache.
-        if off % PAGE_SIZE or (end % PAGE_SIZE and (node.info is None or end < node.info.size)):
-            node.written = True
+        # a page, or ends inside one before the end of the file, leaves a gap in its cache;
+        # one that ends inside the last page leaves that page out (see _complete_pages).
+        if end % PAGE_SIZE or off % PAGE_SIZE:
+            if off % PAGE_SIZE or node.info is None or end < node.info.size:
+                node.written = True
+            else:
+                node.partial_tail = True
         return done
 
     @_request(write=True)
@@ -899,6 +935,10 @@ def _opened(node: Node, fh: int) -> pyfuse3.FileInfo:
 
 
 async def _nothing_to_drop(ino: int) -> None:
+    pass
+
+
+async def _nothing_to_store(ino: int, offset: int, data: bytes) -> None:
     pass
 
 

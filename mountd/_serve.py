@@ -305,29 +305,81 @@ def _init_session(ops: Operations, target: str, options: MountOptions) -> None:
         raise RuntimeError(f"could not mount {target}: {error}") from error
 
 
-class _CacheDropper:
-    """``Operations.drop_cache``: makes the kernel drop what it caches of an inode, off the
-    request path, from a thread of its own: the kernel may hold a notification until a request
-    on that inode is answered, by the event loop. One thread fed by a queue rather than a trio
-    worker per drop: a notification costs about 1.5 us, a trip through trio's threads about
-    150 us of CPU, which made drops queue up for longer than the work they were for."""
+class _CacheNotifier:
+    """``Operations.drop_cache`` and ``Operations.store_pages``: tells the kernel to drop what
+    it caches of an inode, or to take pages, off the request path, from a thread of its own:
+    the kernel may hold a notification until a request on that inode is answered, by the event
+    loop. One thread fed by a queue rather than a trio worker per notification: a drop costs
+    about 1.5 us, a trip through trio's threads about 150 us of CPU, which made drops queue up
+    for longer than the work they were for. In order: a drop queued before a store is done
+    before it."""
 
     def __init__(self) -> None:
-        self._queue: queue.SimpleQueue[int | None] = queue.SimpleQueue()
-        self._thread = threading.Thread(target=self._run, name="mountd-drop-cache", daemon=True)
+        self._queue: queue.SimpleQueue[int | _Store | None] = queue.SimpleQueue()
+        self._token = trio.lowlevel.current_trio_token()
+        self._thread = threading.Thread(target=self._run, name="mountd-page-cache", daemon=True)
         self._thread.start()
 
     def drop(self, ino: int) -> None:
         self._queue.put(ino)
 
+    async def store(self, ino: int, offset: int, data: bytes) -> None:
+        """Returns once the kernel holds ``data`` at ``offset`` of ``ino`` (or refused it).
+
+        Waited for blocking the event loop, briefly: a store takes microseconds, and a trip
+        back through trio costs two thread wake-ups more, dear on these machines (a setattr of
+        every untarred file). A store waits for a page a reader holds locked until the event
+        loop answers that reader's READ, so after :data:`STORE_WAIT` the loop waits through
+        trio instead."""
+        store = _Store(ino, offset, data)
+        self._queue.put(store)
+        if store.finished.wait(STORE_WAIT):
+            return
+        done = trio.Event()
+        with store.lock:
+            if store.finished.is_set():
+                return
+            store.done = done
+        await done.wait()
+
     def close(self, timeout: float) -> None:
-        """Stop after the drops queued so far (blocking: call from a worker thread)."""
+        """Stop after the notifications queued so far (blocking: call from a worker thread)."""
         self._queue.put(None)
         self._thread.join(timeout)
 
     def _run(self) -> None:
-        while (ino := self._queue.get()) is not None:
-            _send_drop(ino)
+        while (item := self._queue.get()) is not None:
+            if isinstance(item, int):
+                _send_drop(item)
+                continue
+            try:
+                pyfuse3.notify_store(item.ino, item.offset, item.data)
+            except OSError as error:  # as for a drop
+                log.debug("storing pages of inode %d failed: %s", item.ino, error)
+            with item.lock:
+                item.finished.set()
+                done = item.done
+            if done is not None:
+                with contextlib.suppress(trio.RunFinishedError):
+                    self._token.run_sync_soon(done.set)
+
+
+STORE_WAIT = 0.005
+"""Seconds the event loop waits for a store blocking, before it waits through trio."""
+
+
+class _Store:
+    """A store queued for the notifier thread, and how its waiter learns it is done."""
+
+    __slots__ = ("data", "done", "finished", "ino", "lock", "offset")
+
+    def __init__(self, ino: int, offset: int, data: bytes) -> None:
+        self.ino = ino
+        self.offset = offset
+        self.data = data
+        self.finished = threading.Event()
+        self.lock = threading.Lock()
+        self.done: trio.Event | None = None
 
 
 def _send_drop(ino: int) -> None:
@@ -373,7 +425,7 @@ async def _serve_session(
 
     unsubscribe: Callable[[], None] | None = None
     invalidator: Invalidator | None = None
-    dropper: _CacheDropper | None = None
+    notifier: _CacheNotifier | None = None
     async with trio.open_nursery() as nursery:
         nursery.start_soon(run_main)
         try:
@@ -382,9 +434,10 @@ async def _serve_session(
                 await trio.to_thread.run_sync(
                     _set_read_ahead, mount.mountpoint, options.read_ahead_kb
                 )
-            dropper = _CacheDropper()
-            ops.drop_cache = dropper.drop
+            notifier = _CacheNotifier()
+            ops.drop_cache = notifier.drop
             ops.drop_pages = _drop_pages
+            ops.store_pages = notifier.store
             watchable = mount.tree if isinstance(mount.tree, Watchable) else fs
             if isinstance(watchable, Watchable):
                 invalidator = Invalidator(
@@ -400,8 +453,8 @@ async def _serve_session(
             log.info("%s was unmounted from outside", mount.mountpoint)
         finally:
             with trio.CancelScope(shield=True):
-                if dropper is not None:
-                    await trio.to_thread.run_sync(dropper.close, options.shutdown_timeout)
+                if notifier is not None:
+                    await trio.to_thread.run_sync(notifier.close, options.shutdown_timeout)
                 if unsubscribe is not None:
                     unsubscribe()
                 if invalidator is not None:

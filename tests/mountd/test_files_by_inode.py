@@ -179,7 +179,120 @@ def test_files_open_for_writing_are_found_without_open_requests(tmp_path: Path) 
                 assert found == ["/w.txt"]
                 assert mount.counters["release"] == 0  # the kernel told nothing
             finally:
-                await trio.to_thread.run_sync(lambda: (os.close(writer), os.close(reader)))
+                await trio.to_thread.run_sync(os.close, writer)
+                await trio.to_thread.run_sync(os.close, reader)
             assert await trio.to_thread.run_sync(mount.open_for_writing) == []
+
+    trio.run(main)
+
+
+def _write_as_tar_does(path: Path, data: bytes, chunk: int) -> None:
+    """Write ``data`` in ``chunk``-byte writes (tar's are 10 KiB: most start inside a page), then
+    set the file's times, as tar does once a file is complete."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        for start in range(0, len(data), chunk):
+            os.write(fd, data[start : start + chunk])
+    finally:
+        os.close(fd)
+    os.utime(path, (1_000_000_000, 1_000_000_000))
+
+
+@pytest.mark.parametrize(
+    ("size", "chunk"),
+    [(100, 10240), (4096 + 100, 10240), (3 * 10240 + 7, 10240), (5 * 4096, 4096)],
+    ids=["last-page-only", "two-pages", "patchwork", "whole-pages"],
+)
+def test_a_file_written_then_given_its_times_is_read_back_without_a_request(
+    tmp_path: Path, size: int, chunk: int
+) -> None:
+    """Writes leave the last page (or every page a 10 KiB write started inside) invalid in the
+    kernel; setting the times hands it the file, so rg after untar sends no READ."""
+    data = bytes(i * 7 % 251 for i in range(size))
+    path = tmp_path / "f.bin"
+
+    async def main() -> None:
+        async with mounted(vfs.temp_fs(), tmp_path, MountOptions()) as mount:
+            await trio.to_thread.run_sync(_write_as_tar_does, path, data, chunk)
+            before = mount.counters["read"]
+            assert await trio.to_thread.run_sync(path.read_bytes) == data
+            assert mount.counters["read"] == before
+            assert os.stat(path).st_mtime == 1_000_000_000  # not by the store either
+
+    trio.run(main)
+
+
+def test_a_file_written_without_times_costs_one_read_for_its_last_page(tmp_path: Path) -> None:
+    """The other side of the test above: nothing is handed over unless times are set, and what
+    a read fetches is right."""
+    path = tmp_path / "f.bin"
+
+    async def main() -> None:
+        async with mounted(vfs.temp_fs(), tmp_path, MountOptions()) as mount:
+            await trio.to_thread.run_sync(path.write_bytes, b"x" * 5000)
+            before = mount.counters["read"]
+            assert await trio.to_thread.run_sync(path.read_bytes) == b"x" * 5000
+            assert mount.counters["read"] == before + 1
+
+    trio.run(main)
+
+
+def test_a_reader_holding_the_last_page_does_not_block_the_store_for_ever(
+    tmp_path: Path,
+) -> None:
+    """The kernel locks a page while its READ is out; a store of that page waits for the lock.
+    The store runs in a thread of its own and the event loop goes back to answering requests
+    (the READ among them) after a short wait: both calls finish, with the right bytes."""
+    fs = vfs.temp_fs()
+    path = tmp_path / "f.txt"
+    gate = trio.Event()
+    read_started = trio.Event()
+    original_open = fs.open
+
+    class GatedFile:
+        """The first file opened for reading: its read waits at the gate."""
+
+        def __init__(self, file: vfs.OpenFile) -> None:
+            self._file = file
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(self._file, name)
+
+        async def read(self, offset: int, size: int) -> bytes:
+            read_started.set()
+            await gate.wait()
+            return await self._file.read(offset, size)
+
+    async def gated_open(path: str, **kwargs: bool) -> object:
+        file = await original_open(path, **kwargs)
+        if read_started.is_set() or kwargs.get("write"):
+            return file
+        return GatedFile(file)
+
+    async def main() -> None:
+        async with mounted(fs, tmp_path, MountOptions()) as mount:
+            await trio.to_thread.run_sync(path.write_bytes, b"first page only")
+            fs.open = gated_open  # type: ignore[method-assign,assignment]
+            async with trio.open_nursery() as nursery:
+                results: dict[str, object] = {}
+
+                async def read() -> None:
+                    results["read"] = await trio.to_thread.run_sync(path.read_bytes)
+
+                async def touch() -> None:
+                    await trio.to_thread.run_sync(os.utime, path, (5, 5))
+                    results["touched"] = trio.current_time()
+
+                nursery.start_soon(read)
+                with trio.fail_after(10):
+                    await read_started.wait()  # the kernel now holds the page locked
+                nursery.start_soon(touch)
+                await trio.sleep(0.2)  # the store is waiting for the page by now
+                assert "touched" not in results
+                gate.set()
+            assert results["read"] == b"first page only"
+            assert os.stat(path).st_mtime == 5
+            assert mount.counters["read"] == 1
+            assert await trio.to_thread.run_sync(path.read_bytes) == b"first page only"
 
     trio.run(main)
