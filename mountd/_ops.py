@@ -514,8 +514,15 @@ class Operations(pyfuse3.Operations):
             data = await file.read(start, size - start)
         finally:
             await file.close()
-        if len(data) == size - start:  # else the tree changed meanwhile: leave the kernel be
-            await self.store_pages(node.ino, start, data)
+        if len(data) != size - start:  # the tree changed meanwhile: leave the kernel be
+            return
+        generation = self.generation
+        await self.store_pages(node.ino, start, data)
+        if self.generation != generation:
+            # The store had to wait for a page a reader held, and the event loop let other
+            # changes run meanwhile (an API write of this file among them, maybe, whose
+            # invalidation the store may have overtaken): drop what was stored.
+            self.drop_cache(node.ino)
 
     def _maybe_handle(self, fh: int | None) -> FileHandle | None:
         if fh is None:
