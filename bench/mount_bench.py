@@ -326,7 +326,7 @@ class Workspace:
         mountpoint.mkdir()
         backing = None
         if kind == "dir":
-            backing = self.kernel_dir / "backing"
+            backing = self.kernel_dir / f"backing-{slug}"  # one per target: dir and dir@...
             backing.mkdir()
         LOG_DIR.mkdir(exist_ok=True)
         log = LOG_DIR / f"daemon-{slug}.log"

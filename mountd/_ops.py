@@ -202,6 +202,7 @@ class Operations(pyfuse3.Operations):
         cache_listings: bool = True,
         keep_written_pages: bool = True,
         files_by_inode: bool = True,
+        complete_pages: bool = True,
     ) -> None:
         super().__init__()
         self.fs = fs
@@ -225,6 +226,8 @@ class Operations(pyfuse3.Operations):
         self.files_by_inode = (
             files_by_inode and FILES_BY_INODE and not self.forwards_flush and not writeback
         )
+        # Served by inode only: the tree then holds every byte written (see _complete_pages).
+        self.complete_pages = complete_pages
         # Makes the kernel drop what it caches of an inode (pages, a directory's listing), off
         # the request path (set by mountd._serve): for a listing it should not keep (a directory
         # without a modification time), and for an open file changed behind the mount.
@@ -489,7 +492,13 @@ class Operations(pyfuse3.Operations):
             and not fields.update_size
             and self.files_by_inode
         ):
-            await self._complete_pages(node, path, info.size)
+            if self.complete_pages:
+                await self._complete_pages(node, path, info.size)
+            elif node.written:
+                # A patchwork with no open to drop it at: dropped instead, so that a reader
+                # gets it in whole READs rather than one per gap (off the request path).
+                node.written = False
+                self.drop_cache(node.ino)
         return self._entry(node, info)
 
     async def _complete_pages(self, node: Node, path: str, size: int) -> None:

@@ -222,6 +222,20 @@ def test_a_file_written_then_given_its_times_is_read_back_without_a_request(
     trio.run(main)
 
 
+def test_with_complete_pages_off_setting_the_times_hands_over_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "f.bin"
+
+    async def main() -> None:
+        options = MountOptions(complete_pages=False)
+        async with mounted(vfs.temp_fs(), tmp_path, options) as mount:
+            await trio.to_thread.run_sync(_write_as_tar_does, path, b"y" * 5000, 10240)
+            before = mount.counters["read"]
+            assert await trio.to_thread.run_sync(path.read_bytes) == b"y" * 5000
+            assert mount.counters["read"] == before + 1
+
+    trio.run(main)
+
+
 def test_a_file_written_without_times_costs_one_read_for_its_last_page(tmp_path: Path) -> None:
     """The other side of the test above: nothing is handed over unless times are set, and what
     a read fetches is right."""
