@@ -331,15 +331,15 @@ class _CacheNotifier:
     def drop(self, ino: int) -> None:
         self._queue.put(ino)
 
-    async def store(self, ino: int, offset: int, data: bytes) -> None:
-        """Returns once the kernel holds ``data`` at ``offset`` of ``ino`` (or refused it).
+    async def store(self, ino: int, stores: list[tuple[int, bytes]]) -> None:
+        """Returns once the kernel holds each ``(offset, data)`` of ``ino`` (or refused it).
 
         Waited for blocking the event loop, briefly: a store takes microseconds, and a trip
         back through trio costs two thread wake-ups more, dear on these machines (a setattr of
         every untarred file). A store waits for a page a reader holds locked until the event
         loop answers that reader's READ, so after :data:`STORE_WAIT` the loop waits through
         trio instead."""
-        store = _Store(ino, offset, data)
+        store = _Store(ino, stores)
         self._queue.put(store)
         if store.finished.acquire(True, STORE_WAIT):
             return
@@ -361,7 +361,8 @@ class _CacheNotifier:
                 _send_drop(item)
                 continue
             try:
-                pyfuse3.notify_store(item.ino, item.offset, item.data)
+                for offset, data in item.stores:
+                    pyfuse3.notify_store(item.ino, offset, data)
             except OSError as error:  # as for a drop
                 log.debug("storing pages of inode %d failed: %s", item.ino, error)
             with item.lock:
@@ -380,12 +381,11 @@ STORE_WAIT = 0.005
 class _Store:
     """A store queued for the notifier thread, and how its waiter learns it is done."""
 
-    __slots__ = ("data", "done", "finished", "ino", "lock", "offset", "stored")
+    __slots__ = ("done", "finished", "ino", "lock", "stored", "stores")
 
-    def __init__(self, ino: int, offset: int, data: bytes) -> None:
+    def __init__(self, ino: int, stores: list[tuple[int, bytes]]) -> None:
         self.ino = ino
-        self.offset = offset
-        self.data = data
+        self.stores = stores
         # Held until the store is done: a bare lock is the cheapest thing to block on (a
         # threading.Event is a condition variable, twice the cost on these machines).
         self.finished = threading.Lock()

@@ -222,6 +222,39 @@ def test_a_file_written_then_given_its_times_is_read_back_without_a_request(
     trio.run(main)
 
 
+def test_a_last_page_left_behind_by_a_write_past_a_hole_is_handed_over(tmp_path: Path) -> None:
+    """A write ends inside page 0; the next starts on a page boundary further on (a hole in
+    between): page 0 is no longer the last page but still incomplete in the kernel."""
+    path = tmp_path / "f.bin"
+
+    def write() -> None:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            os.pwrite(fd, b"a" * 100, 0)
+            os.pwrite(fd, b"b" * 100, 3 * 4096)
+        finally:
+            os.close(fd)
+        os.utime(path, (7, 7))
+
+    def read_page_0() -> bytes:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            return os.pread(fd, 4096, 0)
+        finally:
+            os.close(fd)
+
+    async def main() -> None:
+        async with mounted(vfs.temp_fs(), tmp_path, MountOptions()) as mount:
+            await trio.to_thread.run_sync(write)
+            before = mount.counters["read"]
+            assert await trio.to_thread.run_sync(read_page_0) == b"a" * 100 + bytes(3996)
+            assert mount.counters["read"] == before
+            whole = await trio.to_thread.run_sync(path.read_bytes)
+            assert whole == b"a" * 100 + bytes(3 * 4096 - 100) + b"b" * 100
+
+    trio.run(main)
+
+
 def test_with_complete_pages_off_setting_the_times_hands_over_nothing(tmp_path: Path) -> None:
     path = tmp_path / "f.bin"
 
