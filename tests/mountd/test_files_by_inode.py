@@ -19,7 +19,7 @@ import trio
 
 import vfs
 from mountd import MountOptions, mounted
-from mountd._ops import FILES_BY_INODE
+from mountd._ops import FILES_BY_INODE, STORE_RUNS
 
 pytestmark = [pytest.mark.mount, pytest.mark.timeout(120)]
 
@@ -341,5 +341,34 @@ def test_a_reader_holding_the_last_page_does_not_block_the_store_for_ever(
             assert os.stat(path).st_mtime == 5
             assert mount.counters["read"] == 1
             assert await trio.to_thread.run_sync(path.read_bytes) == b"first page only"
+
+    trio.run(main)
+
+
+def test_a_file_scattered_over_many_pages_reads_back_right_after_its_times_are_set(
+    tmp_path: Path,
+) -> None:
+    """More runs of incomplete pages than one store takes (``STORE_RUNS``): the pages are
+    dropped instead, and come back by READ."""
+    path = tmp_path / "f.bin"
+    pieces = STORE_RUNS + 10
+
+    def write_and_read() -> bytes:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            for i in range(pieces):
+                os.pwrite(fd, b"%d" % i, 2 * 4096 * i + 1)
+        finally:
+            os.close(fd)
+        os.utime(path, (9, 9))
+        return path.read_bytes()
+
+    fs = vfs.temp_fs()
+
+    async def main() -> None:
+        async with mounted(fs, tmp_path, MountOptions()):
+            data = await trio.to_thread.run_sync(write_and_read)
+            assert data == await (await fs.open("/f.bin")).read(0, len(data) + 1)
+            assert data[2 * 4096 * (pieces - 1) + 1 :] == b"%d" % (pieces - 1)
 
     trio.run(main)
