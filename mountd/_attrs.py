@@ -78,6 +78,35 @@ class AttrPolicy:
         attrs.st_ctime_ns = mtime_ns if info.ctime_ns is None else info.ctime_ns
         return attrs
 
+    def refresh(self, attrs: pyfuse3.EntryAttributes, old: FileInfo, info: FileInfo) -> bool:
+        """Bring ``attrs``, built by :meth:`entry` from ``old``, up to ``info`` in place when
+        only the size and times differ (after a write, a touch: the common change); False when
+        more does. Each field set on an ``EntryAttributes`` converts (a time ~0.4 us), so this
+        costs about half a rebuild."""
+        if (
+            info.kind != old.kind
+            or info.mode != old.mode
+            or info.nlink != old.nlink
+            or info.uid != old.uid
+            or info.gid != old.gid
+        ):
+            return False
+        if info.size != old.size:
+            size = max(0, info.size)
+            attrs.st_size = size
+            attrs.st_blocks = (size + 511) // 512
+        mtime_ns = info.mtime_ns or 0
+        old_mtime_ns = old.mtime_ns or 0
+        if mtime_ns != old_mtime_ns:
+            attrs.st_mtime_ns = mtime_ns
+        atime_ns = mtime_ns if info.atime_ns is None else info.atime_ns
+        if atime_ns != (old_mtime_ns if old.atime_ns is None else old.atime_ns):
+            attrs.st_atime_ns = atime_ns
+        ctime_ns = mtime_ns if info.ctime_ns is None else info.ctime_ns
+        if ctime_ns != (old_mtime_ns if old.ctime_ns is None else old.ctime_ns):
+            attrs.st_ctime_ns = ctime_ns
+        return True
+
     def dot(self, ino: int) -> pyfuse3.EntryAttributes:
         """Attributes for a ``.``/``..`` readdir entry (the kernel uses only number and type)."""
         attrs = pyfuse3.EntryAttributes()

@@ -294,9 +294,15 @@ class Operations(pyfuse3.Operations):
 
     def _entry(self, node: Node, info: FileInfo) -> pyfuse3.EntryAttributes:
         built = node.attrs_of
-        if built is info or (built is not None and built == info):
-            assert node.attrs is not None
-            return node.attrs
+        if built is not None:
+            attrs = node.attrs
+            assert attrs is not None
+            if built is info or built == info:
+                return attrs
+            # In place: pyfuse3 copies the attributes into each reply as it is made.
+            if self.attrs.refresh(attrs, built, info):
+                node.attrs_of = info
+                return attrs
         attrs = self.attrs.entry(node.ino, info)
         node.attrs = attrs
         node.attrs_of = info
