@@ -154,15 +154,18 @@ def test_a_listing_interrupted_by_an_api_write_gives_the_kernel_fresh_attributes
     trio.run(main)
 
 
-def test_kernel_attributes_are_built_once_per_distinct_file_info() -> None:
+def test_kernel_attributes_are_built_once_per_node_and_refreshed_in_place() -> None:
     ops = Operations(vfs.temp_fs(), attrs=AttrPolicy(uid=0, gid=0), origin=object())
     node = ops.inodes.remember(ops.inodes.root, "f", vfs.FileInfo("file", size=1))
     info = vfs.FileInfo("file", size=1, mtime_ns=5)
     first = ops._entry(node, info)
     assert ops._entry(node, info) is first
     assert ops._entry(node, vfs.FileInfo("file", size=1, mtime_ns=5)) is first  # equal
-    grown = ops._entry(node, vfs.FileInfo("file", size=2, mtime_ns=5))
-    assert grown is not first and grown.st_size == 2 and grown.st_ino == node.ino
+    grown = ops._entry(node, vfs.FileInfo("file", size=2, mtime_ns=6))
+    assert grown is first and grown.st_size == 2 and grown.st_mtime_ns == 6
+    chmodded = ops._entry(node, vfs.FileInfo("file", size=2, mtime_ns=6, mode=0o600))
+    assert chmodded is not first and chmodded.st_mode & 0o777 == 0o600
+    assert chmodded.st_ino == node.ino
     assert ops.forwards_flush is False
     assert Operations(
         vfs.posix_view(EightVerbTree()), attrs=AttrPolicy(uid=0, gid=0), origin=object()
