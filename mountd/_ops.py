@@ -529,18 +529,14 @@ class Operations(pyfuse3.Operations):
         if len(runs) > STORE_RUNS:  # a big file written in small pieces: not worth a store
             self.drop_cache(node.ino)  # whole READs rather than one per gap
             return
-        stores = []
-        file = await self.fs.open(path)
         try:
-            for first, last in runs:
-                start = first * PAGE_SIZE
-                length = min((last + 1) * PAGE_SIZE, size) - start
-                data = await file.read(start, length)
-                if len(data) != length:  # the tree changed meanwhile: leave the kernel be
-                    return
-                stores.append((start, data))
-        finally:
-            await file.close()
+            stores = await self._read_runs(path, runs, size)
+        except Exception as error:  # the setattr itself succeeded: say so
+            log.debug("not handing over pages of %s: %r", path, error)
+            stores = None
+        if stores is None:  # the file would not read (a write-only host file), or changed
+            self.drop_cache(node.ino)
+            return
         generation = self.generation
         await self.store_pages(node.ino, stores)
         if self.generation != generation:
@@ -548,6 +544,25 @@ class Operations(pyfuse3.Operations):
             # changes run meanwhile (an API write of this file among them, maybe, whose
             # invalidation the store may have overtaken): drop what was stored.
             self.drop_cache(node.ino)
+
+    async def _read_runs(
+        self, path: str, runs: list[tuple[int, int]], size: int
+    ) -> list[tuple[int, bytes]] | None:
+        """The bytes of each run of pages (the last one up to ``size``); ``None`` if the file
+        came back shorter (the tree changed meanwhile)."""
+        stores = []
+        file = await self.fs.open(path)
+        try:
+            for first, last in runs:
+                start = first * PAGE_SIZE
+                length = min((last + 1) * PAGE_SIZE, size) - start
+                data = await file.read(start, length)
+                if len(data) != length:
+                    return None
+                stores.append((start, data))
+        finally:
+            await file.close()
+        return stores
 
     def _maybe_handle(self, fh: int | None) -> FileHandle | None:
         if fh is None:

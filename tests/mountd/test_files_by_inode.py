@@ -372,3 +372,32 @@ def test_a_file_scattered_over_many_pages_reads_back_right_after_its_times_are_s
             assert data[2 * 4096 * (pieces - 1) + 1 :] == b"%d" % (pieces - 1)
 
     trio.run(main)
+
+
+def test_setting_the_times_succeeds_when_the_file_will_not_read(tmp_path: Path) -> None:
+    """A write-only host file, for a daemon that is not root: the pages are not handed over,
+    and the setattr still answers what it did."""
+    fs = vfs.temp_fs()
+    path = tmp_path / "f.bin"
+    original_open = fs.open
+    refuse_reads = False
+
+    async def open_refusing_reads(path: str, **kwargs: bool) -> object:
+        if refuse_reads and not kwargs.get("write"):
+            raise PermissionError(errno.EACCES, "write-only", path)
+        return await original_open(path, **kwargs)
+
+    async def main() -> None:
+        nonlocal refuse_reads
+        async with mounted(fs, tmp_path, MountOptions()) as mount:
+            fs.open = open_refusing_reads  # type: ignore[method-assign,assignment]
+            await trio.to_thread.run_sync(path.write_bytes, b"z" * 5000)
+            refuse_reads = True
+            await trio.to_thread.run_sync(os.utime, path, (3, 3))
+            assert (await fs.lstat("/f.bin")).mtime_ns == 3_000_000_000
+            refuse_reads = False
+            before = mount.counters["read"]
+            assert await trio.to_thread.run_sync(path.read_bytes) == b"z" * 5000
+            assert mount.counters["read"] > before
+
+    trio.run(main)
