@@ -96,9 +96,9 @@ class Node:
         self.attrs_of: FileInfo | None = None
         # The kernel's cached pages of this file, which mountd keeps right itself (see
         # mountd._ops, keep_cache): ``written`` when writes through the mount left pages only
-        # partly valid (``partial_pages``: which ones, where tracked); ``changed_here`` when the mount changed the content since ``info`` was
-        # learned (a new size or time then is the mount's own); ``stale_pages`` when the tree's
-        # content changed elsewhere.
+        # partly valid (``partial_pages``: which ones, where tracked); ``changed_here`` when
+        # the mount changed the content since ``info`` was learned (a new size or time then is
+        # the mount's own); ``stale_pages`` when the tree's content changed elsewhere.
         self.written = False
         self.partial_pages: set[int] | None = None
         self.changed_here = False

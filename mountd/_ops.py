@@ -228,7 +228,7 @@ class Operations(pyfuse3.Operations):
             files_by_inode and FILES_BY_INODE and not self.forwards_flush and not writeback
         )
         # Served by inode only: the tree then holds every byte written (see _complete_pages).
-        self.complete_pages = complete_pages
+        self.complete_pages = complete_pages and self.files_by_inode
         # Makes the kernel drop what it caches of an inode (pages, a directory's listing), off
         # the request path (set by mountd._serve): for a listing it should not keep (a directory
         # without a modification time), and for an open file changed behind the mount.
@@ -495,13 +495,8 @@ class Operations(pyfuse3.Operations):
         # The kernel truncated its pages itself; new times leave them valid.
         node.changed_here = True
         node.learn(info)
-        if (
-            (node.written or node.partial_pages)
-            and fields.update_mtime
-            and not fields.update_size
-            and self.files_by_inode
-        ):
-            if self.complete_pages:
+        if fields.update_mtime and not fields.update_size and self.files_by_inode:
+            if self.complete_pages and (node.written or node.partial_pages):
                 await self._complete_pages(node, path, info.size)
             elif node.written:
                 # A patchwork with no open to drop it at: dropped instead, so that a reader

@@ -359,19 +359,24 @@ class _CacheNotifier:
         while (item := self._queue.get()) is not None:
             if isinstance(item, int):
                 _send_drop(item)
-                continue
-            try:
-                for offset, data in item.stores:
-                    pyfuse3.notify_store(item.ino, offset, data)
-            except OSError as error:  # as for a drop
-                log.debug("storing pages of inode %d failed: %s", item.ino, error)
-            with item.lock:
-                item.stored = True
-                done = item.done
-            item.finished.release()
-            if done is not None:
-                with contextlib.suppress(trio.RunFinishedError):
-                    self._token.run_sync_soon(done.set)
+            else:
+                self._store(item)
+
+    def _store(self, item: _Store) -> None:
+        try:
+            for offset, data in item.stores:
+                pyfuse3.notify_store(item.ino, offset, data)
+        except OSError as error:  # as for a drop
+            log.debug("storing pages of inode %d failed: %s", item.ino, error)
+        except Exception:  # never leave the waiter waiting, nor lose the thread
+            log.exception("storing pages of inode %d failed", item.ino)
+        with item.lock:
+            item.stored = True
+            done = item.done
+        item.finished.release()
+        if done is not None:
+            with contextlib.suppress(trio.RunFinishedError):
+                self._token.run_sync_soon(done.set)
 
 
 STORE_WAIT = 0.005
@@ -401,6 +406,8 @@ def _send_drop(ino: int) -> None:
         send_to_kernel(InvalidateInode(ino))
     except OSError as error:  # the kernel forgot it already, or the mount is going
         log.debug("dropping the cache of inode %d failed: %s", ino, error)
+    except Exception:  # logged; the notification thread must live on (stores wait on it)
+        log.exception("dropping the cache of inode %d failed", ino)
 
 
 async def _drop_pages(ino: int) -> None:
