@@ -20,6 +20,7 @@ import trio
 import vfs
 from mountd import MountOptions, mounted
 from mountd._ops import FILES_BY_INODE, STORE_RUNS
+from vfs.turns import turn_root
 
 pytestmark = [pytest.mark.mount, pytest.mark.timeout(120)]
 
@@ -412,5 +413,55 @@ def test_setting_the_times_succeeds_when_the_file_will_not_read(tmp_path: Path) 
             before = mount.counters["read"]
             assert await trio.to_thread.run_sync(path.read_bytes) == b"z" * 5000
             assert mount.counters["read"] > before
+
+    trio.run(main)
+
+
+def test_a_turn_root_is_served_by_inode_and_its_old_scratch_is_stale(tmp_path: Path) -> None:
+    """The default mount is a turn root: its /tmp slot buffers nothing, so the mount serves
+    files by inode (no OPEN, FLUSH or RELEASE per open). A descriptor held across the end of a
+    turn names a file of a scratch that is gone: what needs the daemon answers ESTALE, as for
+    any file replaced through the API, rather than writing into the discarded scratch."""
+    root = turn_root(vfs.temp_fs())
+    scratch_file = tmp_path / "tmp" / "x"
+
+    def write_and_hold() -> int:
+        scratch_file.write_text("turn one\n")
+        return os.open(scratch_file, os.O_RDWR)
+
+    def use(fd: int) -> list[object]:
+        outcomes: list[object] = []
+        for call in (
+            lambda: os.pread(fd, 100, 0),
+            lambda: os.pwrite(fd, b"later", 0),
+            lambda: os.fstat(fd).st_size,
+        ):
+            try:
+                outcomes.append(call())
+            except OSError as error:
+                outcomes.append(errno.errorcode[error.errno])
+        os.close(fd)
+        return outcomes
+
+    async def main() -> None:
+        async with mounted(root, tmp_path, MountOptions()) as mount:
+            assert mount._ops.files_by_inode  # type: ignore[union-attr]
+            await root.begin_turn()
+            fd = await trio.to_thread.run_sync(write_and_hold)
+            assert await trio.to_thread.run_sync(use, os.dup(fd)) == [b"turn one\n", 5, 9]
+            before = (mount.counters["open"], mount.counters["flush"], mount.counters["release"])
+            assert await trio.to_thread.run_sync(scratch_file.read_text) == "laterone\n"
+            after = (mount.counters["open"], mount.counters["flush"], mount.counters["release"])
+            assert after == before  # an open and close the daemon never hears of
+            await root.end_turn()
+            await root.begin_turn()
+            read, write, size = await trio.to_thread.run_sync(use, fd)
+            # What the kernel still caches of it reads as it was (as an unlinked file would);
+            # anything that needs the daemon answers ESTALE.
+            assert read in (b"laterone\n", "ESTALE")
+            assert (write, size) == ("ESTALE", 9)
+            assert not await trio.to_thread.run_sync(scratch_file.exists)
+            assert not (await root.scratch.stat("/x")).exists
+            await root.end_turn()
 
     trio.run(main)

@@ -58,6 +58,11 @@ class _ScratchSlot:
 
     __slots__ = ("_current", "_observers", "_unsubscribe")
 
+    # Every scratch is a temp_fs, whose open files hold nothing back: without this a mount of a
+    # turn root would forward FLUSH at every close and keep a handle per open file (see
+    # vfs._capabilities.buffers_writes and mountd._ops).
+    buffers_writes = False
+
     def __init__(self) -> None:
         self._current: TempFileSystem = temp_fs()
         self._observers = Observers()
