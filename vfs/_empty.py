@@ -38,6 +38,10 @@ class EmptyFileSystem:
 
     __slots__ = ("_root",)
 
+    # No file ever opens, so none holds writes back (a union with an empty mount would
+    # otherwise count as buffering: see vfs._capabilities.buffers_writes).
+    buffers_writes = False
+
     def __init__(self) -> None:
         now = time_ns()
         self._root = FileInfo(

@@ -147,6 +147,7 @@ def test_list_info_follows_the_mount_table(backend: str) -> None:
         # Every child writes through, so the union does too; one buffering child changes that.
         assert buffers_writes(union) is False
         assert buffers_writes(vfs.union_fs({"/": authored, "/e": EightVerbTree()})) is True
+        assert buffers_writes(vfs.union_fs({"/": authored, "/e": vfs.empty_fs()})) is False
 
     run(backend, main)
 
