@@ -314,16 +314,16 @@ def _init_session(ops: Operations, target: str, options: MountOptions) -> None:
 
 
 class _CacheNotifier:
-    """``Operations.drop_cache`` and ``Operations.store_pages``: tells the kernel to drop what
-    it caches of an inode, or to take pages, off the request path, from a thread of its own:
-    the kernel may hold a notification until a request on that inode is answered, by the event
-    loop. One thread fed by a queue rather than a trio worker per notification: a drop costs
-    about 1.5 us, a trip through trio's threads about 150 us of CPU, which made drops queue up
-    for longer than the work they were for. In order: a drop queued before a store is done
-    before it."""
+    """``Operations.drop_cache``, ``drop_pages`` and ``store_pages``: tells the kernel to drop
+    what it caches of an inode, or to take pages, off the request path, from a thread of its
+    own: the kernel may hold a notification until a request on that inode is answered, by the
+    event loop. One thread fed by a queue rather than a trio worker per notification: a drop
+    costs about 1.5 us, a trip through trio's threads about 150 us of CPU, which made drops
+    queue up for longer than the work they were for. In order: a notification queued before
+    another is sent before it."""
 
     def __init__(self) -> None:
-        self._queue: queue.SimpleQueue[int | _Store | None] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[int | _Awaited | None] = queue.SimpleQueue()
         self._token = trio.lowlevel.current_trio_token()
         self._thread = threading.Thread(target=self._run, name="mountd-page-cache", daemon=True)
         self._thread.start()
@@ -331,23 +331,30 @@ class _CacheNotifier:
     def drop(self, ino: int) -> None:
         self._queue.put(ino)
 
-    async def store(self, ino: int, stores: list[tuple[int, bytes]]) -> None:
-        """Returns once the kernel holds each ``(offset, data)`` of ``ino`` (or refused it).
+    async def drop_and_wait(self, ino: int) -> None:
+        """Returns once the kernel dropped what it caches of ``ino`` (or refused to)."""
+        await self._wait_for(_Awaited(ino, None))
 
-        Waited for blocking the event loop, briefly: a store takes microseconds, and a trip
-        back through trio costs two thread wake-ups more, dear on these machines (a setattr of
-        every untarred file). A store waits for a page a reader holds locked until the event
-        loop answers that reader's READ, so after :data:`STORE_WAIT` the loop waits through
-        trio instead."""
-        store = _Store(ino, stores)
-        self._queue.put(store)
-        if store.finished.acquire(True, STORE_WAIT):
+    async def store(self, ino: int, stores: list[tuple[int, bytes]]) -> None:
+        """Returns once the kernel holds each ``(offset, data)`` of ``ino`` (or refused it)."""
+        await self._wait_for(_Awaited(ino, stores))
+
+    async def _wait_for(self, item: _Awaited) -> None:
+        """Queue ``item`` and return once the thread sent it.
+
+        Waited for blocking the event loop, briefly: a notification takes microseconds, and a
+        trip back through trio costs two thread wake-ups more, dear on these machines (a
+        setattr of every untarred file). The kernel holds a notification on a page a reader
+        keeps locked until the event loop answers that reader's READ, so after
+        :data:`BLOCKING_WAIT` the loop waits through trio instead."""
+        self._queue.put(item)
+        if item.finished.acquire(True, BLOCKING_WAIT):
             return
         done = trio.Event()
-        with store.lock:
-            if store.stored:
+        with item.lock:
+            if item.sent:
                 return
-            store.done = done
+            item.done = done
         await done.wait()
 
     def close(self, timeout: float) -> None:
@@ -360,18 +367,21 @@ class _CacheNotifier:
             if isinstance(item, int):
                 _send_drop(item)
             else:
-                self._store(item)
+                self._send_awaited(item)
 
-    def _store(self, item: _Store) -> None:
-        try:
-            for offset, data in item.stores:
-                pyfuse3.notify_store(item.ino, offset, data)
-        except OSError as error:  # as for a drop
-            log.debug("storing pages of inode %d failed: %s", item.ino, error)
-        except Exception:  # never leave the waiter waiting, nor lose the thread
-            log.exception("storing pages of inode %d failed", item.ino)
+    def _send_awaited(self, item: _Awaited) -> None:
+        if item.stores is None:
+            _send_drop(item.ino)
+        else:
+            try:
+                for offset, data in item.stores:
+                    pyfuse3.notify_store(item.ino, offset, data)
+            except OSError as error:  # as for a drop
+                log.debug("storing pages of inode %d failed: %s", item.ino, error)
+            except Exception:  # never leave the waiter waiting, nor lose the thread
+                log.exception("storing pages of inode %d failed", item.ino)
         with item.lock:
-            item.stored = True
+            item.sent = True
             done = item.done
         item.finished.release()
         if done is not None:
@@ -379,25 +389,26 @@ class _CacheNotifier:
                 self._token.run_sync_soon(done.set)
 
 
-STORE_WAIT = 0.005
-"""Seconds the event loop waits for a store blocking, before it waits through trio."""
+BLOCKING_WAIT = 0.005
+"""Seconds the event loop waits blocking for an awaited notification, then through trio."""
 
 
-class _Store:
-    """A store queued for the notifier thread, and how its waiter learns it is done."""
+class _Awaited:
+    """A notification the event loop waits for (a store, or a drop when ``stores`` is None),
+    and how its waiter learns it was sent."""
 
-    __slots__ = ("done", "finished", "ino", "lock", "stored", "stores")
+    __slots__ = ("done", "finished", "ino", "lock", "sent", "stores")
 
-    def __init__(self, ino: int, stores: list[tuple[int, bytes]]) -> None:
+    def __init__(self, ino: int, stores: list[tuple[int, bytes]] | None) -> None:
         self.ino = ino
         self.stores = stores
-        # Held until the store is done: a bare lock is the cheapest thing to block on (a
-        # threading.Event is a condition variable, twice the cost on these machines).
+        # Held until the notification is sent: a bare lock is the cheapest thing to block on
+        # (a threading.Event is a condition variable, twice the cost on these machines).
         self.finished = threading.Lock()
         self.finished.acquire()
-        # For a waiter that gave up blocking: ``stored`` and ``done`` under ``lock``.
+        # For a waiter that gave up blocking: ``sent`` and ``done`` under ``lock``.
         self.lock = threading.Lock()
-        self.stored = False
+        self.sent = False
         self.done: trio.Event | None = None
 
 
@@ -408,12 +419,6 @@ def _send_drop(ino: int) -> None:
         log.debug("dropping the cache of inode %d failed: %s", ino, error)
     except Exception:  # logged; the notification thread must live on (stores wait on it)
         log.exception("dropping the cache of inode %d failed", ino)
-
-
-async def _drop_pages(ino: int) -> None:
-    """``Operations.drop_pages``: one inode, from a worker thread (see above); rare enough that
-    the trip through trio's threads does not matter."""
-    await trio.to_thread.run_sync(_send_drop, ino)
 
 
 async def _serve_session(
@@ -457,7 +462,7 @@ async def _serve_session(
                 )
             notifier = _CacheNotifier()
             ops.drop_cache = notifier.drop
-            ops.drop_pages = _drop_pages
+            ops.drop_pages = notifier.drop_and_wait
             ops.store_pages = notifier.store
             watchable = mount.tree if isinstance(mount.tree, Watchable) else fs
             if isinstance(watchable, Watchable):
