@@ -297,9 +297,11 @@ class Operations(pyfuse3.Operations):
         if built is not None:
             attrs = node.attrs
             assert attrs is not None
-            if built is info or built == info:
+            if built is info:
                 return attrs
-            # In place: pyfuse3 copies the attributes into each reply as it is made.
+            # In place (pyfuse3 copies the attributes into each reply as it is made); no
+            # equality test first: refresh compares what it must anyway, and sets nothing when
+            # nothing moved.
             if self.attrs.refresh(attrs, built, info):
                 node.attrs_of = info
                 return attrs

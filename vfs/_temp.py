@@ -236,16 +236,19 @@ def _build_info(node: _Node) -> FileInfo:
         kind = "symlink"
         size = node.size
         nlink = 1
+    # Positional: keywords cost ~0.5 us more, and this runs for every entry a mount lists after
+    # a change.
     return FileInfo(
         kind,
         size,
-        mode=node.mode,
-        mtime_ns=node.mtime_ns,
-        uid=node.uid,
-        gid=node.gid,
-        atime_ns=node.atime_ns,
-        ctime_ns=node.ctime_ns,
-        nlink=nlink,
+        0.0,
+        node.mode,
+        node.mtime_ns,
+        node.uid,
+        node.gid,
+        node.atime_ns,
+        node.ctime_ns,
+        nlink,
     )
 
 

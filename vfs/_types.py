@@ -61,8 +61,11 @@ class FileInfo:
     ctime_ns: int | None = None
     nlink: int | None = None
 
-    # Written out instead of generated: a FileInfo is built for every stat a mount answers, and
-    # setting the slots through their descriptors costs half of the generated __init__.
+    # Written out instead of generated: a FileInfo is built for every stat a mount answers (and
+    # every entry of a listing), and the generated __init__ of a frozen class sets each field
+    # through object.__setattr__, ~1.3 us in all. Here the new instance is switched for a moment
+    # to a plain class with the same slots, where each field is a direct slot store, and back:
+    # ~0.6 us. The instance is not shared with anyone before __init__ returns.
     def __init__(
         self,
         kind: Kind,
@@ -80,19 +83,28 @@ class FileInfo:
             mtime_ns = round(mtime * 1_000_000_000)
         elif not mtime:
             mtime = mtime_ns / 1_000_000_000
-        s_kind, s_size, s_mtime, s_mode, s_mtime_ns, s_uid, s_gid, s_atime, s_ctime, s_nlink = (
-            _FILEINFO_SETTERS
-        )
-        s_kind(self, kind)
-        s_size(self, size)
-        s_mtime(self, mtime)
-        s_mode(self, mode)
-        s_mtime_ns(self, mtime_ns)
-        s_uid(self, uid)
-        s_gid(self, gid)
-        s_atime(self, atime_ns)
-        s_ctime(self, ctime_ns)
-        s_nlink(self, nlink)
+        cls = type(self)
+        if cls is not FileInfo:  # a subclass may add slots: the slow, general way
+            for setter, value in zip(
+                _FILEINFO_SETTERS,
+                (kind, size, mtime, mode, mtime_ns, uid, gid, atime_ns, ctime_ns, nlink),
+                strict=True,
+            ):
+                setter(self, value)
+            return
+        _set_class(self, "__class__", _FileInfoFields)
+        unfrozen: _FileInfoFields = self  # type: ignore[assignment]
+        unfrozen.kind = kind
+        unfrozen.size = size
+        unfrozen.mtime = mtime
+        unfrozen.mode = mode
+        unfrozen.mtime_ns = mtime_ns
+        unfrozen.uid = uid
+        unfrozen.gid = gid
+        unfrozen.atime_ns = atime_ns
+        unfrozen.ctime_ns = ctime_ns
+        unfrozen.nlink = nlink
+        unfrozen.__class__ = FileInfo  # type: ignore[assignment]
 
     @property
     def exists(self) -> bool:
@@ -103,6 +115,25 @@ class FileInfo:
 _FILEINFO_SETTERS: tuple[Callable[[FileInfo, Any], None], ...] = tuple(
     FileInfo.__dict__[item.name].__set__ for item in fields(FileInfo)
 )
+
+
+class _FileInfoFields:
+    """FileInfo's slots without the frozen ``__setattr__``: what ``FileInfo.__init__`` fills."""
+
+    __slots__ = FileInfo.__slots__
+    kind: Kind
+    size: int
+    mtime: float
+    mode: int | None
+    mtime_ns: int | None
+    uid: int | None
+    gid: int | None
+    atime_ns: int | None
+    ctime_ns: int | None
+    nlink: int | None
+
+
+_set_class = object.__setattr__
 
 
 MISSING = FileInfo("missing")
