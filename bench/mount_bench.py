@@ -331,7 +331,7 @@ class Workspace:
         LOG_DIR.mkdir(exist_ok=True)
         log = LOG_DIR / f"daemon-{slug}.log"
         log.write_bytes(b"")
-        options = [*self.mount_options, *([option] if option else [])]
+        options = [*self.mount_options, *(option.split("+") if option else [])]
         daemon = Daemon(kind, mountpoint, backing, log, options)
         self.daemons.append(daemon)
         daemon.wait_ready()
@@ -775,7 +775,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default="tmpfs,temp,dir",
         help="comma list from "
         + ", ".join(TARGET_KINDS)
-        + "; KIND@FIELD=VALUE adds a MountOptions field to one mount (A/B runs in one bench)",
+        + "; KIND@FIELD=VALUE adds MountOptions fields to one mount (several joined with +: A/B runs in one bench)",
     )
     p.add_argument("--json", type=Path, help="write all samples, medians, ratios and counts here")
     p.add_argument(

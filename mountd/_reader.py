@@ -11,8 +11,9 @@ function up by name in the ``pyfuse3`` module on every iteration, so :func:`inst
 
 - One task at a time holds the *read role*. While requests keep coming, the task that has just
   answered one polls the device (``poll`` with a zero timeout) and goes on to read the next at
-  once, or after waiting up to :data:`IDLE_WAIT` for it in ``select`` (a client working through a
-  tree sends its next request microseconds after our answer). It goes through trio
+  once, or after waiting for it: polling for an adaptive spin window (see
+  :meth:`Reader._next_soon`), then up to :data:`IDLE_WAIT` in ``select`` (a client working
+  through a tree sends its next request microseconds after our answer). It goes through trio
   (``wait_readable``, a full checkpoint) when the device stays idle longer and after every
   :data:`STREAK` requests, so the rest of the loop (invalidations, the control socket, signals)
   waits a few milliseconds at most.
@@ -36,6 +37,7 @@ import contextlib
 import logging
 import os
 import select
+import time
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
@@ -53,14 +55,26 @@ IDLE_WAIT = 200e-6
 MAX_TASKS = 32
 """Workers at most, counting pyfuse3's first: requests handled at once when handlers block."""
 
+SPIN_START = 50e-6
+"""Seconds of polling a reader that stopped spinning starts again with."""
+
 _PRIVATE_NAMES = ("_wait_fuse_readable", "_session_loop")
 
 
 class Reader:
     """The read role and the spare workers of one pyfuse3 session (see the module docstring)."""
 
-    def __init__(self, fd: int, nursery: trio.Nursery, *, max_tasks: int = MAX_TASKS) -> None:
+    def __init__(
+        self,
+        fd: int,
+        nursery: trio.Nursery,
+        *,
+        max_tasks: int = MAX_TASKS,
+        spin: float = 0.0,
+    ) -> None:
         self._fd = fd
+        self._max_spin = spin
+        self._spin = spin  # the current spin window, between 0 and _max_spin
         self._poller = select.poll()
         self._poller.register(fd, select.POLLIN)
         self._nursery = nursery
@@ -101,14 +115,33 @@ class Reader:
         return True
 
     def _next_soon(self) -> bool:
-        """Whether a request arrives within :data:`IDLE_WAIT`, waited for outside trio.
+        """Whether a request arrives soon, waited for outside trio: polled for the current spin
+        window, then slept for in ``select`` up to :data:`IDLE_WAIT`.
 
         A client working through a tree sends its next request a few microseconds after our
-        answer; sleeping in ``select`` for it is much cheaper than a round of trio's scheduler.
+        answer; waiting here for it is much cheaper than a round of trio's scheduler. Polling
+        keeps the CPU awake, which matters on a virtual machine: a CPU that went idle takes
+        tens of microseconds to wake, at every request (measured: creating 5,000 files took
+        ~25% less wall time). The window adapts as a hypervisor's halt polling does: a request
+        that came only in ``select`` doubles it (up to the ``spin`` given), a wait that found
+        nothing halves it, down to none, so a mount whose requests trickle in does not spin.
         """
+        spin = self._spin
+        if spin:
+            poll = self._poller.poll
+            deadline = time.perf_counter() + spin
+            while time.perf_counter() < deadline:
+                if poll(0):
+                    return True
+                os.sched_yield()  # a client on this CPU runs first
         if self._fd >= 1024:  # beyond select(2); only trio's wait then
             return False
-        return bool(select.select([self._fd], [], [], IDLE_WAIT)[0])
+        ready = bool(select.select([self._fd], [], [], IDLE_WAIT)[0])
+        if ready:
+            self._spin = min(self._max_spin, max(2 * spin, SPIN_START))
+        else:
+            self._spin = spin / 2 if spin > SPIN_START else 0.0
+        return ready
 
     def _ready_spare(self) -> None:
         if self._spare_count:
@@ -144,11 +177,17 @@ def _device_fd() -> int | None:
 
 
 @contextlib.contextmanager
-def installed(nursery: trio.Nursery, *, enabled: bool = True) -> Iterator[Reader | None]:
+def installed(
+    nursery: trio.Nursery,
+    *,
+    enabled: bool = True,
+    spin: float = 0.0,
+) -> Iterator[Reader | None]:
     """Serve the current pyfuse3 session with a :class:`Reader` whose workers run in ``nursery``.
 
     Call after ``pyfuse3.init`` and around ``pyfuse3.main(max_tasks=1)``; yields ``None`` (and
     leaves pyfuse3 alone) when not ``enabled`` or when this pyfuse3 or process does not allow it.
+    ``spin``: the longest the reader polls for the next request before it sleeps.
     """
     if not enabled:
         yield None
@@ -158,7 +197,7 @@ def installed(nursery: trio.Nursery, *, enabled: bool = True) -> Iterator[Reader
         log.warning("pyfuse3's own request loop in use (slower): its internals are not as expected")
         yield None
         return
-    reader = Reader(fd, nursery)
+    reader = Reader(fd, nursery, spin=spin)
     original = pyfuse3._wait_fuse_readable  # type: ignore[attr-defined]
     pyfuse3._wait_fuse_readable = reader.wait  # type: ignore[attr-defined]
     try:

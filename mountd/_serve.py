@@ -73,7 +73,10 @@ class MountOptions:
     ``writeback``: let the kernel buffer writes (fewer, larger write requests); off by default,
     see ``docs/decisions/mountd-core.md``. ``debug``: libfuse's request trace on stderr.
     ``fast_reader``: read requests with :mod:`mountd._reader` instead of pyfuse3's own loop
-    (turn off to compare, or if a pyfuse3 upgrade misbehaves with it). ``read_ahead_kb``: the
+    (turn off to compare, or if a pyfuse3 upgrade misbehaves with it). ``idle_spin``: seconds at
+    most that its reader keeps polling for the next request before it sleeps, while requests come
+    that close together (a sleeping CPU of a virtual machine takes tens of microseconds to wake;
+    0: always sleep). ``read_ahead_kb``: the
     mount's read-ahead window (``None`` keeps libfuse's 128 KiB); needs root, else ignored.
     ``cache_listings``: the kernel keeps directory listings until the tree changes (needs the
     pyfuse3 that ``scripts/install`` builds; ignored with a stock one), like attributes.
@@ -101,6 +104,7 @@ class MountOptions:
     writeback: bool = False
     debug: bool = False
     fast_reader: bool = True
+    idle_spin: float = 500e-6
     cache_listings: bool = True
     keep_written_pages: bool = True
     files_by_inode: bool = True
@@ -440,7 +444,9 @@ async def _serve_session(
         try:
             with main_scope:
                 async with trio.open_nursery() as workers:
-                    with reader_installed(workers, enabled=options.fast_reader) as reader:
+                    with reader_installed(
+                        workers, enabled=options.fast_reader, spin=options.idle_spin
+                    ) as reader:
                         if reader is None:
                             await pyfuse3.main()
                         else:

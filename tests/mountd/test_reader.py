@@ -17,7 +17,7 @@ import trio
 
 import vfs
 from mountd import MountOptions, mounted, serve
-from mountd._reader import STREAK, Reader
+from mountd._reader import SPIN_START, STREAK, Reader
 from vfs._paths import base_name
 
 pytestmark = pytest.mark.mount
@@ -121,3 +121,70 @@ def test_an_unmount_from_outside_stops_every_worker(tmp_path: Path) -> None:
             # serve() returned by itself once every worker saw the unmount.
 
     trio.run(main)
+
+
+
+class _PollsNothing:
+    """A poller that never sees the device ready: every wait then outlasts its spin window."""
+
+    def poll(self, timeout: int) -> list[tuple[int, int]]:
+        return []
+
+
+def test_the_spin_window_grows_when_requests_come_late_and_shrinks_to_none_when_idle() -> None:
+    """Reader._next_soon on a pipe standing in for the device (no timing involved)."""
+    most = 8 * SPIN_START
+    read_end, write_end = os.pipe()
+
+    async def main() -> None:
+        async with trio.open_nursery() as nursery:
+            reader = Reader(read_end, nursery, spin=most)
+            assert reader._spin == most  # a new mount spins at once
+            # Nothing comes: each empty wait halves the window, until it stops spinning.
+            shrinking = []
+            for _ in range(5):
+                assert not reader._next_soon()
+                shrinking.append(reader._spin)
+            assert shrinking == [most / 2, most / 4, most / 8, 0.0, 0.0]
+            # A request that select saw (there was no window to poll in) starts it again.
+            os.write(write_end, b"r")
+            assert reader._next_soon()
+            assert reader._spin == SPIN_START
+            # One the poll sees leaves the window as it is.
+            assert reader._next_soon()
+            assert reader._spin == SPIN_START
+            # Requests that come only once the poll gave up: the window doubles each time, up
+            # to the most it may be.
+            reader._poller = _PollsNothing()  # type: ignore[assignment]
+            growing = []
+            for _ in range(4):
+                assert reader._next_soon()
+                growing.append(reader._spin)
+            assert growing == [2 * SPIN_START, 4 * SPIN_START, most, most]
+
+    try:
+        trio.run(main)
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+
+
+def test_a_reader_told_not_to_spin_never_does() -> None:
+    read_end, write_end = os.pipe()
+
+    async def main() -> None:
+        async with trio.open_nursery() as nursery:
+            reader = Reader(read_end, nursery, spin=0.0)
+            reader._poller = _PollsNothing()  # type: ignore[assignment]
+            os.write(write_end, b"r")
+            assert reader._next_soon()
+            assert reader._spin == 0.0
+            os.read(read_end, 1)
+            assert not reader._next_soon()  # select's wait, no poll before it
+            assert reader._spin == 0.0
+
+    try:
+        trio.run(main)
+    finally:
+        os.close(read_end)
+        os.close(write_end)
