@@ -123,7 +123,6 @@ def test_an_unmount_from_outside_stops_every_worker(tmp_path: Path) -> None:
     trio.run(main)
 
 
-
 class _PollsNothing:
     """A poller that never sees the device ready: every wait then outlasts its spin window."""
 

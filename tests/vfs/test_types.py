@@ -1,4 +1,4 @@
-"""FileInfo is a frozen dataclass, however its __init__ fills it (see vfs._types)."""
+"""FileInfo and DirEntry stay frozen dataclasses, however their __init__ fills them (vfs._types)."""
 
 from __future__ import annotations
 
@@ -71,3 +71,16 @@ def test_a_subclass_with_its_own_slots_is_filled_too() -> None:
     assert (info.kind, info.size, info.mtime_ns, info.nlink) == ("directory", 4, 9, 2)
     with pytest.raises(dataclasses.FrozenInstanceError):
         info.size = 5  # type: ignore[misc]
+
+
+@given(st.text(min_size=1), st.sampled_from(["file", "directory", "symlink", "missing"]))
+def test_a_dir_entry_is_a_frozen_value(path: str, kind: vfs.Kind) -> None:
+    entry = vfs.DirEntry(path, kind)
+    same = vfs.DirEntry(path=path, kind=kind)
+    assert entry == same
+    assert hash(entry) == hash(same)
+    assert (entry.path, entry.kind) == (path, kind)
+    assert pickle.loads(pickle.dumps(entry)) == entry
+    assert dataclasses.replace(entry, kind="file") == vfs.DirEntry(path, "file")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        entry.path = "/elsewhere"  # type: ignore[misc]
