@@ -5,8 +5,8 @@ Theory of operation
 The kernel needs a full ``struct stat`` for every entry; trees report what they keep and leave
 the rest ``None``. :class:`AttrPolicy` fills the gaps the same way for every entry of a mount:
 
-- type bits from ``kind``; permission bits from ``mode``, else 0644 (file), 0755 (directory),
-  0777 (symlink);
+- type bits from ``kind`` (and ``special``: a FIFO, socket or device node, with its ``rdev``);
+  permission bits from ``mode``, else 0644 (file), 0755 (directory), 0777 (symlink);
 - ``uid``/``gid`` from the tree, else the mount owner's;
 - times in nanoseconds: ``mtime_ns``; ``atime_ns`` and ``ctime_ns`` default to it;
 - ``nlink`` from the tree, else 2 for a directory and 1 otherwise (0 for a detached inode, as
@@ -35,6 +35,12 @@ _TYPE_BITS = {
     "symlink": stat.S_IFLNK,
 }
 _DEFAULT_MODE = {"file": 0o644, "directory": 0o755, "symlink": 0o777}
+_SPECIAL_BITS = {
+    "fifo": stat.S_IFIFO,
+    "socket": stat.S_IFSOCK,
+    "char": stat.S_IFCHR,
+    "block": stat.S_IFBLK,
+}
 
 
 @dataclass(frozen=True)
@@ -58,7 +64,10 @@ class AttrPolicy:
         attrs.entry_timeout = self.entry_timeout
         attrs.attr_timeout = self.attr_timeout
         mode = info.mode if info.mode is not None else _DEFAULT_MODE[kind]
-        attrs.st_mode = _TYPE_BITS[kind] | (mode & 0o7777)
+        special = info.special
+        attrs.st_mode = (_TYPE_BITS[kind] if special is None else _SPECIAL_BITS[special]) | (
+            mode & 0o7777
+        )
         if detached:
             attrs.st_nlink = 0
         elif info.nlink is not None:
@@ -67,7 +76,7 @@ class AttrPolicy:
             attrs.st_nlink = 2 if kind == "directory" else 1
         attrs.st_uid = self.uid if info.uid is None else info.uid
         attrs.st_gid = self.gid if info.gid is None else info.gid
-        attrs.st_rdev = 0
+        attrs.st_rdev = info.rdev
         size = max(0, info.size)
         attrs.st_size = size
         attrs.st_blksize = BLOCK_SIZE
@@ -89,6 +98,8 @@ class AttrPolicy:
             or info.nlink != old.nlink
             or info.uid != old.uid
             or info.gid != old.gid
+            or info.special != old.special
+            or info.rdev != old.rdev
         ):
             return False
         if info.size != old.size:

@@ -17,8 +17,11 @@ itself do not invalidate what the kernel just learned), and maps any exception t
 
 Decisions a reader may question:
 
-- Hard links: ``EPERM`` (trees have no inode identity to share). FIFOs, sockets and device nodes:
-  ``EPERM``, the errno mknod(2) documents for "the filesystem does not support this node type".
+- Hard links: ``EPERM`` (trees have no inode identity to share). FIFOs, sockets and device nodes
+  are made in trees that hold them (``vfs.MakesNodes``: ``temp_fs`` all four, ``dir_fs`` FIFOs and
+  sockets); elsewhere ``EPERM``, the errno mknod(2) documents for "the filesystem does not
+  support this node type". The kernel serves what they do (a FIFO's pipe, a bound socket, a
+  device behind ``nodev``); the tree only keeps them.
 - Extended attributes: all four handlers answer ``ENOSYS``, which the kernel remembers for the
   mount and turns into ``EOPNOTSUPP`` for callers. That costs one request per mount instead of a
   ``getxattr("security.capability")`` before every ``write()``.
@@ -101,8 +104,8 @@ from typing import Any, TypeVar, cast
 
 import pyfuse3
 
-from vfs import FileInfo, OpenFile, PosixFileSystem, change_origin
-from vfs._capabilities import buffers_writes, list_info_of
+from vfs import FileInfo, OpenFile, PosixFileSystem, Special, change_origin
+from vfs._capabilities import buffers_writes, list_info_of, make_node
 from vfs._paths import NAME_MAX, join_path, parent_path
 
 from ._attrs import BLOCK_SIZE, AttrPolicy
@@ -133,6 +136,13 @@ PAGE_SIZE = mmap.PAGESIZE
 # The most runs of pages _complete_pages hands the kernel at once (tar's 10 KiB writes leave
 # one page in five partly written: a 2.5 MiB file).
 STORE_RUNS = 128
+
+_SPECIAL_OF_TYPE: dict[int, Special] = {
+    stat.S_IFIFO: "fifo",
+    stat.S_IFSOCK: "socket",
+    stat.S_IFCHR: "char",
+    stat.S_IFBLK: "block",
+}
 
 
 def _request(*, write: bool = False) -> Callable[[_F], _F]:
@@ -335,6 +345,8 @@ class Operations(pyfuse3.Operations):
         if info.kind != "file":
             return None
         node.learn(info)
+        if info.special is not None:
+            return None  # the kernel serves a FIFO, socket or device itself: nothing to keep
         if node.written_here:
             # Writable, so that a descriptor open for writing keeps working after an unlink
             # (a temporary file's pattern); only for a file the mount made or wrote, which
@@ -578,10 +590,24 @@ class Operations(pyfuse3.Operations):
     async def mknod(
         self, parent_inode: int, name: bytes, mode: int, rdev: int, ctx: pyfuse3.RequestContext
     ) -> pyfuse3.EntryAttributes:
-        if not stat.S_ISREG(mode):
-            # Trees hold files, directories and symlinks only (see the module docstring).
-            raise _fuse_error(errno.EPERM)
         parent, text, path = self._child_path(parent_inode, name)
+        special = _SPECIAL_OF_TYPE.get(stat.S_IFMT(mode))
+        if special is not None:
+            # Only trees that hold them (vfs.MakesNodes); EPERM elsewhere, as mknod(2) says.
+            gid, _ = await self._new_group(parent, path, ctx)
+            await make_node(
+                self.fs,
+                path,
+                special,
+                mode=mode & ~ctx.umask & 0o7777,
+                rdev=rdev,
+                uid=ctx.uid,
+                gid=gid,
+            )
+            info = await self._lstat_existing(path)
+            return self._entry(self.inodes.remember(parent, text, info), info)
+        if not stat.S_ISREG(mode):
+            raise _fuse_error(errno.EINVAL)
         gid, _ = await self._new_group(parent, path, ctx)
         file = await self.fs.open(
             path,

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, NoReturn
 
 import vfs
-from vfs._capabilities import buffers_writes, list_info_of
+from vfs._capabilities import buffers_writes, list_info_of, make_node
 from vfs._merge import aclose
 from vfs._paths import ROOT, normalize_path, split_path
 from vfs._types import ChangeCallback
@@ -344,6 +344,23 @@ class SandboxRoot:
             raise vfs.FileExistsError(path)
         self._refuse_system(path)
         await self._view.symlink(path, target, uid=uid, gid=gid)
+
+    async def mknod(
+        self,
+        path: str,
+        special: vfs.Special,
+        *,
+        mode: int = 0o644,
+        rdev: int = 0,
+        uid: int | None = None,
+        gid: int | None = None,
+    ) -> None:
+        path = normalize_path(path)
+        found = self._system(path)
+        if found is not None and found[1]:
+            raise vfs.FileExistsError(path)
+        self._refuse_system(path)
+        await make_node(self._view, path, special, mode=mode, rdev=rdev, uid=uid, gid=gid)
 
     async def readlink(self, path: str) -> str:
         path = normalize_path(path)

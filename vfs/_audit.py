@@ -39,7 +39,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import asdict, dataclass
 from typing import Any, TypeVar
 
-from ._capabilities import buffers_writes, list_info_of
+from ._capabilities import buffers_writes, list_info_of, make_node
 from ._paths import ROOT, normalize_path
 from ._policy import PolicyDeniedError
 from ._posix_view import posix_view
@@ -53,6 +53,7 @@ from ._types import (
     OpenFile,
     SearchQuery,
     SearchResult,
+    Special,
     Watchable,
 )
 
@@ -140,7 +141,9 @@ class AuditLog:
     ) -> AuditEntry:
         """Add one entry (stamped now, with the current turn) and return it."""
         entry = AuditEntry(time.time(), op, path, result, self.current_turn(), dest, detail)
-        line = (entry.to_json() + "\n").encode()
+        # A name that is not UTF-8 (a surrogate-escaped byte) is written as its JSON escape
+        # (\udcff), which reads back as the same name.
+        line = (entry.to_json() + "\n").encode("utf-8", "backslashreplace")
         with self._lock:
             self._entries.append(entry)
             self._count += 1
@@ -373,6 +376,23 @@ class AuditedFileSystem:
             normalize_path(path),
             self._view.symlink(path, target, uid=uid, gid=gid),
             detail=target,
+        )
+
+    async def mknod(
+        self,
+        path: str,
+        special: Special,
+        *,
+        mode: int = 0o644,
+        rdev: int = 0,
+        uid: int | None = None,
+        gid: int | None = None,
+    ) -> None:
+        await self._changing(
+            "mknod",
+            normalize_path(path),
+            make_node(self._view, path, special, mode=mode, rdev=rdev, uid=uid, gid=gid),
+            detail=special,
         )
 
     async def readlink(self, path: str) -> str:

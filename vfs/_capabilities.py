@@ -13,13 +13,17 @@ safe default.
   ``close(2)``. The answer must not change while the tree is mounted.
 - :func:`list_info`: a directory's entries with their ``lstat``, natively when the tree has
   ``list_info``, else ``list`` plus one ``lstat`` per entry.
+- :func:`make_node`: ``mknod`` where the tree has it (:class:`vfs.MakesNodes`), else ``EPERM``,
+  what ``mknod(2)`` answers on a file system that does not hold that type of node.
 """
 
 from __future__ import annotations
 
+import errno
 from collections.abc import Awaitable, Callable
 
-from ._types import DirListing, PosixFileSystem
+from ._errors import PathError
+from ._types import DirListing, PosixFileSystem, Special
 
 ListInfo = Callable[[str], Awaitable[DirListing]]
 
@@ -50,3 +54,20 @@ async def list_info(tree: PosixFileSystem, prefix: str) -> DirListing:
         if info.exists:
             found.append((entry, info))
     return found
+
+
+async def make_node(
+    tree: object,
+    path: str,
+    special: Special,
+    *,
+    mode: int = 0o644,
+    rdev: int = 0,
+    uid: int | None = None,
+    gid: int | None = None,
+) -> None:
+    """``tree.mknod(...)``, or ``EPERM`` for a tree that holds no FIFOs, sockets or devices."""
+    mknod = getattr(tree, "mknod", None)
+    if mknod is None:
+        raise PathError(path, errno=errno.EPERM)
+    await mknod(path, special, mode=mode, rdev=rdev, uid=uid, gid=gid)

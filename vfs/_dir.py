@@ -126,10 +126,12 @@ from ._types import (
     OpenFile,
     SearchQuery,
     SearchResult,
+    Special,
 )
 from ._watch import Observers
 
 _MAX_LINKS = 40
+_HOST_NODE_TYPES: dict[str, int] = {"fifo": stat.S_IFIFO, "socket": stat.S_IFSOCK}
 _DIR_CACHE_SIZE = 64  # directory descriptors a tree keeps open for resolving parents
 _DIR_CACHE_TTL = 1.0  # seconds a cached directory is trusted to still be at its tree path
 _RETRIES = 8
@@ -574,6 +576,34 @@ class DirFileSystem:
                 os.symlink(target, name, dir_fd=dirfd)
                 if uid is not None or gid is not None:
                     _chown_at(dirfd, name, uid, gid)
+        except OSError as error:
+            raise os_error(error, path) from None
+        self._forget_dirs(path)  # a directory removed behind the tree's back may be cached
+        await self._observers.emit(path, "entry")
+
+    async def mknod(
+        self,
+        path: str,
+        special: Special,
+        *,
+        mode: int = 0o644,
+        rdev: int = 0,
+        uid: int | None = None,
+        gid: int | None = None,
+    ) -> None:
+        """A FIFO or a socket in the host directory; device nodes are refused (``EPERM``): one
+        made here would be a real device on the host for anyone who can open it there."""
+        path = normalize_path(path)
+        self._refuse_read_only(path)
+        if special not in _HOST_NODE_TYPES:
+            raise PathError(path, errno=errno.EPERM)
+        try:
+            with self._at(path, self._guards(), denied=path) as (dirfd, name):
+                # Private until it has its owner, as files are (see open).
+                os.mknod(name, _HOST_NODE_TYPES[special] | 0o600, dir_fd=dirfd)
+                if uid is not None or gid is not None:
+                    _chown_at(dirfd, name, uid, gid)
+                chmod_nofollow(dirfd, name, mode & 0o7777)
         except OSError as error:
             raise os_error(error, path) from None
         self._forget_dirs(path)  # a directory removed behind the tree's back may be cached

@@ -57,7 +57,7 @@ from typing import Literal, TypeAlias, cast
 
 import pathspec
 
-from ._capabilities import buffers_writes, list_info_of
+from ._capabilities import buffers_writes, list_info_of, make_node
 from ._errors import PathError, PermissionDeniedError
 from ._match import compile_grep
 from ._merge import aclose
@@ -75,6 +75,7 @@ from ._types import (
     OpenFile,
     SearchQuery,
     SearchResult,
+    Special,
     Watchable,
 )
 
@@ -619,6 +620,20 @@ class PolicyFileSystem:
         path = normalize_path(path)
         await self._creatable("symlink", path, directory=False, follow=False)
         await self._view.symlink(path, target, uid=uid, gid=gid)
+
+    async def mknod(
+        self,
+        path: str,
+        special: Special,
+        *,
+        mode: int = 0o644,
+        rdev: int = 0,
+        uid: int | None = None,
+        gid: int | None = None,
+    ) -> None:
+        path = normalize_path(path)
+        await self._creatable("mknod", path, directory=False, follow=False)
+        await make_node(self._view, path, special, mode=mode, rdev=rdev, uid=uid, gid=gid)
 
     async def readlink(self, path: str) -> str:
         path = normalize_path(path)

@@ -29,6 +29,9 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 Kind = Literal["file", "directory", "symlink", "missing"]
 
+Special = Literal["fifo", "socket", "char", "block"]
+"""What a ``kind == "file"`` entry is when it is not a regular file (``FileInfo.special``)."""
+
 ROOT = "/"
 
 
@@ -58,7 +61,9 @@ class FileInfo:
     ``mtime`` is seconds since the epoch; ``mtime_ns`` is the same instant in nanoseconds, exact
     where the tree keeps nanoseconds (give either one, the other is derived). ``mode`` holds the
     permission bits (``0o7777``), ``None`` where the tree has no modes. The remaining fields are
-    filled by trees that keep POSIX metadata and are ``None`` elsewhere.
+    filled by trees that keep POSIX metadata and are ``None`` elsewhere. ``special`` says what a
+    ``"file"`` is when it is not a regular file (a FIFO, a socket, a device node, made with
+    ``mknod``; it reads as empty), and ``rdev`` is a device node's device number.
     """
 
     kind: Kind
@@ -71,6 +76,8 @@ class FileInfo:
     atime_ns: int | None = None
     ctime_ns: int | None = None
     nlink: int | None = None
+    special: Special | None = None
+    rdev: int = 0
 
     # Written out instead of generated: a FileInfo is built for every stat a mount answers (and
     # every entry of a listing), and the generated __init__ of a frozen class sets each field
@@ -89,6 +96,8 @@ class FileInfo:
         atime_ns: int | None = None,
         ctime_ns: int | None = None,
         nlink: int | None = None,
+        special: Special | None = None,
+        rdev: int = 0,
     ) -> None:
         if mtime_ns is None:
             mtime_ns = round(mtime * 1_000_000_000)
@@ -98,7 +107,20 @@ class FileInfo:
         if cls is not FileInfo:  # a subclass may add slots: the slow, general way
             for setter, value in zip(
                 _FILEINFO_SETTERS,
-                (kind, size, mtime, mode, mtime_ns, uid, gid, atime_ns, ctime_ns, nlink),
+                (
+                    kind,
+                    size,
+                    mtime,
+                    mode,
+                    mtime_ns,
+                    uid,
+                    gid,
+                    atime_ns,
+                    ctime_ns,
+                    nlink,
+                    special,
+                    rdev,
+                ),
                 strict=True,
             ):
                 setter(self, value)
@@ -115,6 +137,8 @@ class FileInfo:
         unfrozen.atime_ns = atime_ns
         unfrozen.ctime_ns = ctime_ns
         unfrozen.nlink = nlink
+        unfrozen.special = special
+        unfrozen.rdev = rdev
         unfrozen.__class__ = FileInfo  # type: ignore[assignment]
 
     @property
@@ -142,6 +166,8 @@ class _FileInfoFields:
     atime_ns: int | None
     ctime_ns: int | None
     nlink: int | None
+    special: Special | None
+    rdev: int
 
 
 _set_class = object.__setattr__
@@ -330,6 +356,26 @@ class PosixFileSystem(FileSystem, Protocol):
     ) -> None: ...
 
     async def readlink(self, path: str) -> str: ...
+
+
+@runtime_checkable
+class MakesNodes(Protocol):
+    """A tree that holds FIFOs, sockets and device nodes too (optional; see ``mknod(2)``)."""
+
+    async def mknod(
+        self,
+        path: str,
+        special: Special,
+        *,
+        mode: int = 0o644,
+        rdev: int = 0,
+        uid: int | None = None,
+        gid: int | None = None,
+    ) -> None:
+        """Make ``path`` a node of type ``special`` (``lstat`` then answers ``kind="file"``
+        with that ``special``). ``FileExistsError`` when the name is taken; a tree that will
+        not hold that type raises a :class:`PathError` with ``EPERM``."""
+        ...
 
 
 @runtime_checkable

@@ -54,7 +54,7 @@ from dataclasses import dataclass, replace
 from time import time_ns
 from typing import NoReturn, TypeVar
 
-from ._capabilities import ListInfo, buffers_writes, list_info_of
+from ._capabilities import ListInfo, buffers_writes, list_info_of, make_node
 from ._errors import (
     CrossMountError,
     DirectoryNotEmptyError,
@@ -90,6 +90,7 @@ from ._types import (
     PosixFileSystem,
     SearchQuery,
     SearchResult,
+    Special,
     Watchable,
 )
 from ._walk import walk
@@ -668,6 +669,20 @@ class UnionFileSystem:
     ) -> None:
         mount, child = await self._new_name(normalize_path(path))
         await _guarded(mount.prefix, mount.view.symlink(child, target, uid=uid, gid=gid))
+
+    async def mknod(
+        self,
+        path: str,
+        special: Special,
+        *,
+        mode: int = 0o644,
+        rdev: int = 0,
+        uid: int | None = None,
+        gid: int | None = None,
+    ) -> None:
+        mount, child = await self._new_name(normalize_path(path))
+        made = make_node(mount.view, child, special, mode=mode, rdev=rdev, uid=uid, gid=gid)
+        await _guarded(mount.prefix, made)
 
     async def readlink(self, path: str) -> str:
         path = normalize_path(path)

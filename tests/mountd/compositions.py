@@ -42,6 +42,14 @@ def union(host: Path) -> object:
     return vfs.union_fs({"/": vfs.temp_fs(), "/host": vfs.dir_fs(str(host))})
 
 
+def audited_temp(log: Path) -> object:
+    """temp_fs under an audit log, as ``mountd mount`` serves a spec."""
+    import vfs
+    from vfs._audit import AuditLog, audited_fs
+
+    return audited_fs(vfs.temp_fs(), AuditLog(str(log)))
+
+
 def overlay(lower: Path, upper: Path) -> object:
     import vfs
 

@@ -443,6 +443,19 @@ def test_audit_turn_source_and_memory_bound() -> None:
     assert log.count == 2
 
 
+def test_a_name_that_is_not_utf8_is_recorded_and_reads_back(tmp_path: Path) -> None:
+    """A mount hands names that are not UTF-8 as surrogate escapes: recording one must not fail
+    (it failed the operation with EIO after the change was made)."""
+    name = "/bad\udcff\udc80name"
+    log_file = tmp_path / "audit.jsonl"
+    with AuditLog(log_file) as log:
+        log.record("write", name, dest="/ok\udcfe")
+    line = log_file.read_bytes()
+    assert line.isascii()  # the escapes, not raw bytes
+    [entry] = read_audit_file(log_file)
+    assert (entry.op, entry.path, entry.dest) == ("write", name, "/ok\udcfe")
+
+
 def test_denials_are_logged(caplog: pytest.LogCaptureFixture) -> None:
     async def body() -> None:
         with pytest.raises(PolicyDeniedError):

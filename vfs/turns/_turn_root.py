@@ -29,6 +29,7 @@ from __future__ import annotations
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 
+from .._capabilities import make_node
 from .._temp import TempFileSystem, temp_fs
 from .._types import (
     Change,
@@ -41,6 +42,7 @@ from .._types import (
     OpenFile,
     SearchQuery,
     SearchResult,
+    Special,
 )
 from .._union import UnionFileSystem
 from .._watch import Observers
@@ -180,6 +182,18 @@ class _ScratchSlot:
         self, path: str, target: str, *, uid: int | None = None, gid: int | None = None
     ) -> None:
         await self._current.symlink(path, target, uid=uid, gid=gid)
+
+    async def mknod(
+        self,
+        path: str,
+        special: Special,
+        *,
+        mode: int = 0o644,
+        rdev: int = 0,
+        uid: int | None = None,
+        gid: int | None = None,
+    ) -> None:
+        await make_node(self._current, path, special, mode=mode, rdev=rdev, uid=uid, gid=gid)
 
     async def readlink(self, path: str) -> str:
         return await self._current.readlink(path)
