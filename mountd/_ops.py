@@ -238,7 +238,8 @@ class Operations(pyfuse3.Operations):
             files_by_inode and FILES_BY_INODE and not self.forwards_flush and not writeback
         )
         # Served by inode only: the tree then holds every byte written (see _complete_pages).
-        self.complete_pages = complete_pages and self.files_by_inode
+        # Pages are handed over only where the kernel keeps them (not auto_inval_data).
+        self.complete_pages = complete_pages and self.files_by_inode and not self.auto_inval_data
         # Makes the kernel drop what it caches of an inode (pages, a directory's listing), off
         # the request path (set by mountd._serve): for a listing it should not keep (a directory
         # without a modification time), and for an open file changed behind the mount.
@@ -382,8 +383,16 @@ class Operations(pyfuse3.Operations):
         """Make the kernel drop the pages of a file changed elsewhere (``Node.learn``) where no
         open will: files served by inode (the kernel keeps their pages at every open), before
         the answer, as the kernel may read them right after it; files open through a handle,
-        off the request path. Others have them dropped at their next open."""
-        if self.files_by_inode:
+        off the request path. Others have them dropped at their next open.
+
+        Not when the kernel drops pages by itself on seeing the new size or time
+        (``auto_inval_data``): there a notification sent while a GETATTR is answered would make
+        the kernel discard that answer's attributes as older than the notification, and the
+        read that asked (one past the old end of a file a host program extended) would use the
+        old size and come back short."""
+        if self.auto_inval_data:
+            node.stale_pages = False
+        elif self.files_by_inode:
             node.stale_pages = False
             await self.drop_pages(node.ino)
         elif node.opens:

@@ -228,7 +228,8 @@ def _parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="how long the kernel may cache names, attributes and listings (default 300; the "
         "daemon invalidates them when the tree changes; lower it for a host directory that "
-        "other programs change)",
+        "other programs change; 0 also drops a file's cached pages whenever its size or time "
+        "moves)",
     )
     mount.add_argument(
         "--ready-timeout",
@@ -422,6 +423,10 @@ def _options(args: argparse.Namespace) -> MountOptions:
         entry_timeout=args.cache_timeout,
         attr_timeout=args.cache_timeout,
         negative_timeout=args.cache_timeout,
+        # No caching asked for: file pages are dropped whenever the kernel sees a file's size or
+        # time move, as for attributes (pages written through the mount are kept otherwise,
+        # and a program writing the host file meanwhile is not seen until a lookup or stat).
+        keep_written_pages=args.cache_timeout > 0,
         debug=args.debug,
     )
 

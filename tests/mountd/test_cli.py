@@ -389,3 +389,12 @@ def test_sigkill_leaves_a_dead_mount_that_unmount_and_mount_clear(project: Path,
     assert (mnt / "hello.txt").read_text() == "hello from the host\n"
     assert mountd("unmount", str(mnt)).returncode == 0
     assert mounted_here(mnt) is None
+
+
+@pytest.mark.parametrize(("seconds", "kept"), [("0", False), ("0.5", True), ("300", True)])
+def test_a_cache_timeout_of_zero_also_stops_keeping_written_pages(seconds: str, kept: bool) -> None:
+    from mountd.cli import _options, _parser
+
+    options = _options(_parser().parse_args(["mount", "--cache-timeout", seconds, "mnt"]))
+    assert options.attr_timeout == float(seconds)
+    assert options.keep_written_pages is kept

@@ -134,3 +134,49 @@ def test_a_host_file_changed_behind_the_mount_is_read_afresh(tmp_path: Path) -> 
                 os.close(held)
 
     trio.run(main)
+
+
+@pytest.mark.parametrize("files_by_inode", [True, False], ids=["by-inode", "handles"])
+def test_without_kept_pages_a_host_writer_is_seen_by_the_next_read(
+    tmp_path: Path, files_by_inode: bool
+) -> None:
+    """``mountd mount --cache-timeout 0``: a program that writes and extends the host file
+    while the mount holds it open is seen by the mount's next read, whole. A page drop sent
+    while the read's own GETATTR was answered made the kernel throw that answer away, and the
+    read used the old size: a short read (found with fsx, one descriptor on each side)."""
+    host = tmp_path / "host"
+    host.mkdir()
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    options = MountOptions(
+        entry_timeout=0,
+        attr_timeout=0,
+        negative_timeout=0,
+        keep_written_pages=False,
+        files_by_inode=files_by_inode,
+    )
+
+    async def main() -> None:
+        async with mounted(vfs.dir_fs(str(host)), mnt, options):
+            seen = mnt / "log.txt"
+            await trio.to_thread.run_sync(seen.write_bytes, b"a" * 5000)
+            held = await trio.to_thread.run_sync(os.open, seen, os.O_RDWR)
+            try:
+                assert await trio.to_thread.run_sync(os.pread, held, 5000, 0) == b"a" * 5000
+                for round_ in range(20):
+                    _append(host / "log.txt", bytes([98 + round_ % 20]) * 3000)  # the host's
+                    expected = (host / "log.txt").read_bytes()
+                    got = await trio.to_thread.run_sync(os.pread, held, len(expected) + 10, 0)
+                    assert got == expected, f"round {round_}: {len(got)} of {len(expected)}"
+                    # and the mount's own write, read back at once
+                    await trio.to_thread.run_sync(os.pwrite, held, b"m" * 100, 50)
+                    assert (host / "log.txt").read_bytes()[50:150] == b"m" * 100
+            finally:
+                os.close(held)
+
+    trio.run(main)
+
+
+def _append(path: Path, data: bytes) -> None:
+    with open(path, "ab") as writer:
+        writer.write(data)
