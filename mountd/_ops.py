@@ -1062,6 +1062,8 @@ def _resized(info: FileInfo, size: int) -> FileInfo:
         info.atime_ns,
         info.ctime_ns,
         info.nlink,
+        info.special,
+        info.rdev,
     )
 
 

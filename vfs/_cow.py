@@ -346,6 +346,8 @@ class CowFileSystem:
             atime_ns=touched.atime_ns,
             ctime_ns=touched.ctime_ns,
             nlink=info.nlink,
+            special=info.special,
+            rdev=info.rdev,
         )
 
     async def _locate(self, path: str, *, follow: bool) -> _Found:
