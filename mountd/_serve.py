@@ -128,6 +128,8 @@ class MountOptions:
             raise ValueError(
                 "writeback needs attr_timeout > 0 (else a GETATTR precedes every write)"
             )
+        if not 0 <= self.idle_spin <= 0.1:
+            raise ValueError(f"idle_spin must be between 0 and 0.1 seconds: {self.idle_spin!r}")
 
     def fuse_options(self) -> set[str]:
         """The ``-o`` options given to libfuse (only ones known not to break the mount)."""

@@ -187,3 +187,10 @@ def test_a_reader_told_not_to_spin_never_does() -> None:
     finally:
         os.close(read_end)
         os.close(write_end)
+
+
+@pytest.mark.parametrize("seconds", [-1e-6, 0.2])
+def test_a_spin_window_out_of_range_is_refused(seconds: float) -> None:
+    with pytest.raises(ValueError) as refused:
+        MountOptions(idle_spin=seconds)
+    assert str(refused.value) == f"idle_spin must be between 0 and 0.1 seconds: {seconds!r}"
