@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import pyfuse3
 
 from vfs import FileInfo
+from vfs._types import SPECIAL_TYPE_BITS
 
 BLOCK_SIZE = 4096
 
@@ -35,12 +36,6 @@ _TYPE_BITS = {
     "symlink": stat.S_IFLNK,
 }
 _DEFAULT_MODE = {"file": 0o644, "directory": 0o755, "symlink": 0o777}
-_SPECIAL_BITS = {
-    "fifo": stat.S_IFIFO,
-    "socket": stat.S_IFSOCK,
-    "char": stat.S_IFCHR,
-    "block": stat.S_IFBLK,
-}
 
 
 @dataclass(frozen=True)
@@ -65,7 +60,7 @@ class AttrPolicy:
         attrs.attr_timeout = self.attr_timeout
         mode = info.mode if info.mode is not None else _DEFAULT_MODE[kind]
         special = info.special
-        attrs.st_mode = (_TYPE_BITS[kind] if special is None else _SPECIAL_BITS[special]) | (
+        attrs.st_mode = (_TYPE_BITS[kind] if special is None else SPECIAL_TYPE_BITS[special]) | (
             mode & 0o7777
         )
         if detached:

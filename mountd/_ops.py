@@ -104,9 +104,10 @@ from typing import Any, TypeVar, cast
 
 import pyfuse3
 
-from vfs import FileInfo, OpenFile, PosixFileSystem, Special, change_origin
+from vfs import FileInfo, OpenFile, PosixFileSystem, change_origin
 from vfs._capabilities import buffers_writes, list_info_of, make_node
 from vfs._paths import NAME_MAX, join_path, parent_path
+from vfs._types import SPECIAL_OF_TYPE_BITS
 
 from ._attrs import BLOCK_SIZE, AttrPolicy
 from ._errno import errno_for
@@ -136,13 +137,6 @@ PAGE_SIZE = mmap.PAGESIZE
 # The most runs of pages _complete_pages hands the kernel at once (tar's 10 KiB writes leave
 # one page in five partly written: a 2.5 MiB file).
 STORE_RUNS = 128
-
-_SPECIAL_OF_TYPE: dict[int, Special] = {
-    stat.S_IFIFO: "fifo",
-    stat.S_IFSOCK: "socket",
-    stat.S_IFCHR: "char",
-    stat.S_IFBLK: "block",
-}
 
 
 def _request(*, write: bool = False) -> Callable[[_F], _F]:
@@ -600,7 +594,7 @@ class Operations(pyfuse3.Operations):
         self, parent_inode: int, name: bytes, mode: int, rdev: int, ctx: pyfuse3.RequestContext
     ) -> pyfuse3.EntryAttributes:
         parent, text, path = self._child_path(parent_inode, name)
-        special = _SPECIAL_OF_TYPE.get(stat.S_IFMT(mode))
+        special = SPECIAL_OF_TYPE_BITS.get(stat.S_IFMT(mode))
         if special is not None:
             # Only trees that hold them (vfs.MakesNodes); EPERM elsewhere, as mknod(2) says.
             gid, _ = await self._new_group(parent, path, ctx)

@@ -287,10 +287,7 @@ class SandboxRoot:
         self, path: str, mode: int = 0o755, *, uid: int | None = None, gid: int | None = None
     ) -> None:
         path = normalize_path(path)
-        found = self._system(path)
-        if found is not None and found[1]:
-            raise vfs.FileExistsError(path)
-        self._refuse_system(path)
+        self._new_name(path)
         await self._view.mkdir(path, mode, uid=uid, gid=gid)
 
     async def rmdir(self, path: str) -> None:
@@ -302,6 +299,13 @@ class SandboxRoot:
         path = normalize_path(path)
         self._busy(path)
         await self._view.unlink(path)
+
+    def _new_name(self, path: str) -> None:
+        """Refuse to make ``path`` where a system entry stands or the system owns the place."""
+        found = self._system(path)
+        if found is not None and found[1]:
+            raise vfs.FileExistsError(path)
+        self._refuse_system(path)
 
     def _busy(self, path: str) -> None:
         found = self._system(path)
@@ -339,10 +343,7 @@ class SandboxRoot:
         self, path: str, target: str, *, uid: int | None = None, gid: int | None = None
     ) -> None:
         path = normalize_path(path)
-        found = self._system(path)
-        if found is not None and found[1]:
-            raise vfs.FileExistsError(path)
-        self._refuse_system(path)
+        self._new_name(path)
         await self._view.symlink(path, target, uid=uid, gid=gid)
 
     async def mknod(
@@ -356,10 +357,7 @@ class SandboxRoot:
         gid: int | None = None,
     ) -> None:
         path = normalize_path(path)
-        found = self._system(path)
-        if found is not None and found[1]:
-            raise vfs.FileExistsError(path)
-        self._refuse_system(path)
+        self._new_name(path)
         await make_node(self._view, path, special, mode=mode, rdev=rdev, uid=uid, gid=gid)
 
     async def readlink(self, path: str) -> str:

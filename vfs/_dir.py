@@ -117,6 +117,7 @@ from ._match import compile_glob, compile_grep
 from ._paths import ROOT, base_name, is_under, join_path, normalize_path, parent_path, split_path
 from ._types import (
     MISSING,
+    SPECIAL_TYPE_BITS,
     ChangeCallback,
     DirEntry,
     DirListing,
@@ -131,7 +132,7 @@ from ._types import (
 from ._watch import Observers
 
 _MAX_LINKS = 40
-_HOST_NODE_TYPES: dict[str, int] = {"fifo": stat.S_IFIFO, "socket": stat.S_IFSOCK}
+_HOST_NODE_TYPES = frozenset({"fifo", "socket"})  # never device nodes: see DirFileSystem.mknod
 _DIR_CACHE_SIZE = 64  # directory descriptors a tree keeps open for resolving parents
 _DIR_CACHE_TTL = 1.0  # seconds a cached directory is trusted to still be at its tree path
 _RETRIES = 8
@@ -600,7 +601,7 @@ class DirFileSystem:
         try:
             with self._at(path, self._guards(), denied=path) as (dirfd, name):
                 # Private until it has its owner, as files are (see open).
-                os.mknod(name, _HOST_NODE_TYPES[special] | 0o600, dir_fd=dirfd)
+                os.mknod(name, SPECIAL_TYPE_BITS[special] | 0o600, dir_fd=dirfd)
                 if uid is not None or gid is not None:
                     _chown_at(dirfd, name, uid, gid)
                 chmod_nofollow(dirfd, name, mode & 0o7777)

@@ -72,7 +72,7 @@ from ._errors import (
 )
 from ._match import GlobPlan, compile_grep, compile_grep_glob, grep_lines
 from ._paths import is_under
-from ._types import DirEntry, FileInfo, GrepQuery, GrepResult, Kind, Special
+from ._types import SPECIAL_OF_TYPE_BITS, DirEntry, FileInfo, GrepQuery, GrepResult, Kind
 
 CHECKPOINT_EVERY = 64
 """A long walk yields to the event loop after this many entries."""
@@ -292,37 +292,14 @@ def kind_of(mode: int) -> Kind:
 _KIND_OF_TYPE: dict[int, Kind] = {stat.S_IFDIR: "directory", stat.S_IFLNK: "symlink"}
 
 
-_SPECIAL_OF_TYPE: dict[int, Special] = {
-    stat.S_IFIFO: "fifo",
-    stat.S_IFSOCK: "socket",
-    stat.S_IFCHR: "char",
-    stat.S_IFBLK: "block",
-}
-
-
 def file_info(st: os.stat_result) -> FileInfo:
     """A :class:`FileInfo` holding everything ``st`` says (built for every lstat: kept lean)."""
     mode = st.st_mode
     fmt = stat.S_IFMT(mode)
-    if fmt in _SPECIAL_OF_TYPE:
-        special = _SPECIAL_OF_TYPE[fmt]
-        return FileInfo(
-            "file",
-            0,
-            st.st_mtime,
-            mode & 0o7777,
-            st.st_mtime_ns,
-            st.st_uid,
-            st.st_gid,
-            st.st_atime_ns,
-            st.st_ctime_ns,
-            st.st_nlink,
-            special,
-            st.st_rdev if special in ("char", "block") else 0,
-        )
+    special = SPECIAL_OF_TYPE_BITS.get(fmt)
     return FileInfo(
         _KIND_OF_TYPE.get(fmt, "file"),
-        st.st_size,
+        0 if special else st.st_size,
         st.st_mtime,
         mode & 0o7777,
         st.st_mtime_ns,
@@ -331,6 +308,8 @@ def file_info(st: os.stat_result) -> FileInfo:
         st.st_atime_ns,
         st.st_ctime_ns,
         st.st_nlink,
+        special,
+        st.st_rdev if special in ("char", "block") else 0,
     )
 
 

@@ -23,6 +23,7 @@ frozen dataclasses; iterators are sorted as the contract says.
 from __future__ import annotations
 
 import contextvars
+import stat
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal, Protocol, runtime_checkable
@@ -31,6 +32,16 @@ Kind = Literal["file", "directory", "symlink", "missing"]
 
 Special = Literal["fifo", "socket", "char", "block"]
 """What a ``kind == "file"`` entry is when it is not a regular file (``FileInfo.special``)."""
+
+SPECIAL_TYPE_BITS: dict[Special, int] = {
+    "fifo": stat.S_IFIFO,
+    "socket": stat.S_IFSOCK,
+    "char": stat.S_IFCHR,
+    "block": stat.S_IFBLK,
+}
+"""The ``S_IFMT`` bits of each :data:`Special`."""
+
+SPECIAL_OF_TYPE_BITS: dict[int, Special] = {bits: name for name, bits in SPECIAL_TYPE_BITS.items()}
 
 ROOT = "/"
 
