@@ -19,7 +19,7 @@ Decisions a reader may question:
 
 - Hard links: ``EPERM`` (trees have no inode identity to share). FIFOs, sockets and device nodes
   are made in trees that hold them (``vfs.MakesNodes``: ``temp_fs`` all four, ``dir_fs`` FIFOs and
-  sockets); elsewhere ``EPERM``, the errno mknod(2) documents for "the filesystem does not
+  sockets, ``cow_fs`` what its upper holds); elsewhere ``EPERM``, the errno mknod(2) documents for "the filesystem does not
   support this node type". The kernel serves what they do (a FIFO's pipe, a bound socket, a
   device behind ``nodev``); the tree only keeps them.
 - Extended attributes: all four handlers answer ``ENOSYS``, which the kernel remembers for the

@@ -69,7 +69,7 @@ from typing import Any, TypeVar
 import anyio
 import anyio.lowlevel
 
-from ._capabilities import buffers_writes, list_info_of
+from ._capabilities import buffers_writes, list_info_of, make_node
 from ._content import encode_contents
 from ._cow_meta import META_PATH, RESERVED, CowMeta, Stamp, Touched, TreeChange
 from ._errors import (
@@ -110,6 +110,7 @@ from ._types import (
     PosixFileSystem,
     SearchQuery,
     SearchResult,
+    Special,
     Watchable,
 )
 from ._walk import glob_tree, grep_tree
@@ -508,6 +509,10 @@ class CowFileSystem:
                     target = await self._lower.readlink(path)
                     await self._upper.symlink(stage, target)
                     digest: str | None = _digest_text(target)
+                elif info.special is not None:  # never opened: a FIFO's open would block
+                    mode = 0o644 if info.mode is None else info.mode
+                    await make_node(self._upper, stage, info.special, mode=mode, rdev=info.rdev)
+                    digest = None
                 else:
                     digest = await self._copy_bytes(path, stage, info, empty=empty)
                 await self._copy_attributes(stage, self._touched(path, info))
@@ -1137,6 +1142,29 @@ class CowFileSystem:
             _refuse_reserved(found.path)
             await self._upper_parents(found.path)
             await self._upper.symlink(found.path, target, uid=uid, gid=gid)
+
+    async def mknod(
+        self,
+        path: str,
+        special: Special,
+        *,
+        mode: int = 0o644,
+        rdev: int = 0,
+        uid: int | None = None,
+        gid: int | None = None,
+    ) -> None:
+        """A FIFO, socket or device node, made in the upper (where it holds them: EPERM else).
+        Not a change (see ``changes``): git tracks none of them either."""
+        path = normalize_path(path)
+        async with self._writing():
+            found = await self._locate_name(path)
+            if found.info.exists:
+                raise FileExistsError(path)
+            _refuse_reserved(found.path)
+            await self._upper_parents(found.path)
+            await make_node(
+                self._upper, found.path, special, mode=mode, rdev=rdev, uid=uid, gid=gid
+            )
 
     async def readlink(self, path: str) -> str:
         path = normalize_path(path)

@@ -8,7 +8,8 @@ path, by kind, bytes and mode) and the lower entries beneath hidden paths (delet
 holds them again). Content is compared, never timestamps, so a file changed and changed back is
 no change. An upper path whose recorded origin is another lower path that the merged view no longer
 has is ``renamed`` (its old path is then not also ``deleted``). Directories are listed when they are
-added, deleted, renamed or change mode; a directory that merely holds changes is not.
+added, deleted, renamed or change mode; a directory that merely holds changes is not. FIFOs,
+sockets and device nodes made in the upper are not changes (git tracks none of them).
 
 :func:`render_diff` turns changes into a git-style unified diff (``diff --git a/x b/x`` headers,
 ``new file mode``, ``deleted file mode``, ``rename from/to``, ``old/new mode``), with
@@ -80,6 +81,9 @@ async def compute_changes(cow: CowFileSystem) -> list[TreeChange]:
     meta = cow._meta
     uppers: dict[str, FileInfo] = {}
     await _walk(upper, ROOT, uppers, skip=_reserved)
+    # FIFOs, sockets and device nodes are no change (git tracks none): one that took a lower
+    # file's name leaves that file deleted.
+    uppers = {path: info for path, info in uppers.items() if info.special is None}
     beneath: dict[str, FileInfo] = {}  # lower entries at or beneath hidden paths
     for hidden in meta.hidden_roots():
         info = await lower.lstat(hidden)

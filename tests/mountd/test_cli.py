@@ -7,6 +7,7 @@ import errno
 import json
 import os
 import signal
+import stat
 import subprocess
 import sys
 import textwrap
@@ -276,6 +277,15 @@ def test_default_root_is_cwd_under_copy_on_write_with_writable_tmp(
     (mnt / "tmp" / "scratch.txt").write_text("scratch")
     assert (mnt / "tmp" / "scratch.txt").read_text() == "scratch"
     assert not (project / "src" / "tmp").exists()
+    # FIFOs and device nodes live in the copy too (made in its in-memory upper).
+    os.mkfifo(mnt / "pipe", 0o600)
+    os.mknod(mnt / "null", stat.S_IFCHR | 0o600, os.makedev(1, 3))
+    assert os.lstat(mnt / "null").st_rdev == os.makedev(1, 3)
+    reader = subprocess.Popen(["cat", str(mnt / "pipe")], stdout=subprocess.PIPE)
+    with open(mnt / "pipe", "wb") as writer:
+        writer.write(b"through the pipe")
+    assert reader.communicate(timeout=30)[0] == b"through the pipe"
+    assert sorted(os.listdir(project / "src")) == ["hello.txt"]
     state = state_of(mnt)
     assert state is not None
     assert state.spec == "default"

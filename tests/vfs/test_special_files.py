@@ -119,6 +119,60 @@ def test_a_policy_that_denies_writes_denies_mknod() -> None:
     run("trio", body)
 
 
+@pytest.mark.parametrize("special", SPECIALS)
+def test_cow_fs_makes_special_files_in_its_upper(special: vfs.Special, tmp_path: Path) -> None:
+    async def body() -> None:
+        (tmp_path / "kept.txt").write_text("lower")
+        upper = vfs.temp_fs()
+        tree = vfs.cow_fs(vfs.dir_fs(str(tmp_path), read_only=True), upper)
+        await tree.mkdir("/new")
+        await tree.mknod("/new/n", special, mode=0o640, rdev=0x0103, uid=5, gid=6)
+        info = await tree.lstat("/new/n")
+        assert (info.special, info.mode, info.uid, info.gid) == (special, 0o640, 5, 6)
+        assert info.rdev == (0x0103 if special in ("char", "block") else 0)
+        assert (await upper.lstat("/new/n")).special == special
+        with pytest.raises(vfs.FileExistsError):
+            await tree.mknod("/kept.txt", special)
+        # In place of a deleted lower file: no change of its own, so the file reads as deleted.
+        await tree.unlink("/kept.txt")
+        await tree.mknod("/kept.txt", special)
+        assert (await tree.lstat("/kept.txt")).special == special
+        await tree.rename("/new/n", "/moved")
+        assert (await tree.lstat("/moved")).special == special
+        changes = [(c.path, c.kind) async for c in tree.changes()]
+        assert changes == [("/kept.txt", "deleted"), ("/new", "added")]
+        assert (tmp_path / "kept.txt").read_text() == "lower"
+
+    run("trio", body)
+
+
+@pytest.mark.timeout(60)  # a copy that opened the FIFO would wait for a writer forever
+def test_cow_fs_copies_a_lower_fifo_up_as_a_node_without_opening_it(tmp_path: Path) -> None:
+    async def body() -> None:
+        os.mkfifo(tmp_path / "pipe", 0o600)  # opening it for reading would wait for a writer
+        tree = vfs.cow_fs(vfs.dir_fs(str(tmp_path), read_only=True))
+        await tree.setattr("/pipe", mode=0o644)
+        await tree.rename("/pipe", "/renamed")
+        info = await tree.lstat("/renamed")
+        assert (info.special, info.mode) == ("fifo", 0o644)
+        assert stat.S_ISFIFO(os.lstat(tmp_path / "pipe").st_mode)  # the lower is untouched
+
+    run("trio", body)
+
+
+def test_a_durable_cow_upper_refuses_device_nodes_as_its_dir_fs_does(tmp_path: Path) -> None:
+    async def body() -> None:
+        (tmp_path / "upper").mkdir()
+        tree = vfs.cow_fs(vfs.temp_fs(), vfs.dir_fs(str(tmp_path / "upper")))
+        await tree.mknod("/p", "fifo")
+        assert stat.S_ISFIFO(os.lstat(tmp_path / "upper" / "p").st_mode)
+        with pytest.raises(vfs.PathError) as refused:
+            await tree.mknod("/d", "char", rdev=0x0103)
+        assert refused.value.errno == errno.EPERM
+
+    run("trio", body)
+
+
 def test_trees_without_mknod_answer_eperm(tmp_path: Path) -> None:
     async def body() -> None:
         overlay = vfs.overlay_fs([vfs.dir_fs(str(tmp_path), read_only=True)])
