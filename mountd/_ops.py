@@ -104,7 +104,7 @@ from typing import Any, TypeVar, cast
 
 import pyfuse3
 
-from vfs import FileInfo, OpenFile, PosixFileSystem, change_origin
+from vfs import Change, FileInfo, OpenFile, PosixFileSystem, change_origin
 from vfs._capabilities import buffers_writes, list_info_of, make_node
 from vfs._paths import NAME_MAX, join_path, parent_path
 from vfs._types import SPECIAL_OF_TYPE_BITS
@@ -169,6 +169,8 @@ def _request(*, write: bool = False) -> Callable[[_F], _F]:
         @functools.wraps(handler)
         async def changing(self: Operations, *args: Any) -> Any:
             self.counters[op] += 1
+            if self._created is not None and op != "write":
+                await self._close_created()
             # Before and after: a listing snapshot taken while this runs is not trusted later.
             self.generation += 1
             token = change_origin.set(self.origin)
@@ -245,12 +247,21 @@ class Operations(pyfuse3.Operations):
         self.store_pages: Callable[[int, list[tuple[int, bytes]]], Awaitable[None]] = (
             _nothing_to_store
         )
+        # Served by inode, the file a CREATE opened stays open for the WRITEs that follow it,
+        # as the creator's descriptor would (no reopen by path per WRITE: on dir_fs that is an
+        # openat2, an fstat and a close). Closed by any other changing request, by a change
+        # from elsewhere, when the kernel forgets the inode, and at unmount.
+        self._created: tuple[Node, OpenFile] | None = None
+        self._created_stale = False
 
     async def close_all(self) -> None:
         """After the session ends: close the files the kernel never released (a process still
         held them at unmount) and the kept files, so buffering layers write back what they hold."""
         files = [handle.file for handle in self.handles.open_files() if not handle.shared]
         files += [node.keeper for node in self.inodes if node.keeper is not None]
+        if self._created is not None:
+            files.append(self._created[1])
+            self._created = None
         for file in files:
             try:
                 await file.close()
@@ -293,9 +304,18 @@ class Operations(pyfuse3.Operations):
             return (ctx.gid if info.gid is None else info.gid), True
         return ctx.gid, False
 
-    def tree_changed(self) -> None:
-        """The tree changed outside a request (through its API): listings must look again."""
+    def tree_changed(self, change: Change) -> None:
+        """The tree reported a change: listings must look again; and when it came from
+        elsewhere (the API, the host), the created file is reopened by name from then on."""
         self.generation += 1
+        if change.origin is not self.origin:
+            self._created_stale = True
+
+    async def _close_created(self) -> None:
+        created = self._created
+        self._created = None
+        if created is not None:
+            await created[1].close()
 
     def _entry(self, node: Node, info: FileInfo) -> pyfuse3.EntryAttributes:
         built = node.attrs_of
@@ -364,6 +384,12 @@ class Operations(pyfuse3.Operations):
         still has its name is opened by it for the request; an unlinked or replaced one is
         reached through its keeper."""
         node = self._node(ino)
+        created = self._created
+        if created is not None:
+            if created[0] is node and write and not self._created_stale:
+                return node, created[1], False
+            if self._created_stale:
+                await self._close_created()
         path = self.inodes.path(node)
         if path is not None:
             return node, await self.fs.open(path, write=write), True
@@ -440,6 +466,12 @@ class Operations(pyfuse3.Operations):
         for ino, count in inode_list:
             self.inodes.forget(ino, count)
             node = self.inodes.find(ino)
+            created = self._created
+            if created is not None and created[0].ino == ino and created[0].lookups == 0:
+                try:
+                    await self._close_created()
+                except Exception:  # logged; forget has no one to report to
+                    log.exception("closing the created file of inode %d failed", ino)
             if node is not None and node.keeper is not None:
                 try:
                     await self._close_keeper_if_unused(node)
@@ -766,8 +798,10 @@ class Operations(pyfuse3.Operations):
         node.written_here = True
         if self.files_by_inode:
             # No handle: once the kernel knows open answers ENOSYS it sends no RELEASE for a
-            # created file either, and its requests come by inode too.
-            await file.close()
+            # created file either, and its requests come by inode too. The file stays open for
+            # the WRITEs that usually follow (see __init__).
+            self._created = (node, file)
+            self._created_stale = False
             return _opened(node, 0), self._entry(node, info)
         return self._add_handle(node, file, flags), self._entry(node, info)
 

@@ -512,7 +512,7 @@ def _counting(ops: Operations, invalidator: Invalidator) -> ChangeCallback:
     """The invalidator, after telling the request handlers that the tree changed."""
 
     def on_change(change: Change) -> Awaitable[None] | None:
-        ops.tree_changed()
+        ops.tree_changed(change)
         return invalidator(change)
 
     return on_change

@@ -131,6 +131,64 @@ def test_a_host_file_unlinked_while_open_stays_readable(tmp_path: Path) -> None:
     trio.run(main)
 
 
+def test_writes_after_a_create_reach_the_created_file_when_the_host_replaces_its_name(
+    tmp_path: Path,
+) -> None:
+    """The created file stays open for the writes that follow (no reopen by name per WRITE), as
+    the creator's descriptor would: a host program's atomic replace of the name meanwhile keeps
+    its own bytes, as on a local file system."""
+    host = tmp_path / "host"
+    host.mkdir()
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+
+    def create_write_replace_write() -> None:
+        fd = os.open(mnt / "f.txt", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            os.write(fd, b"first ")
+            (host / "new.tmp").write_bytes(b"the host's own\n")
+            os.rename(host / "new.tmp", host / "f.txt")
+            assert os.write(fd, b"second\n") == 7
+        finally:
+            os.close(fd)
+
+    async def main() -> None:
+        async with mounted(vfs.dir_fs(str(host)), mnt, MountOptions()) as mount:
+            assert mount._ops.files_by_inode  # type: ignore[union-attr]
+            await trio.to_thread.run_sync(create_write_replace_write)
+            assert (host / "f.txt").read_bytes() == b"the host's own\n"
+            # Any other change closes it (here an unlink of the name through the mount).
+            await trio.to_thread.run_sync(os.unlink, mnt / "f.txt")
+            assert mount._ops._created is None  # type: ignore[union-attr]
+
+    trio.run(main)
+
+
+def test_writes_after_a_create_follow_the_name_once_the_api_changed_the_tree(
+    tmp_path: Path,
+) -> None:
+    """A change through the API (not the mount) leaves the created file to be reopened by name,
+    as every write was before the file was kept open: the API's bytes and the writer's meet."""
+    fs = vfs.temp_fs()
+
+    async def main() -> None:
+        async with mounted(fs, tmp_path, MountOptions()) as mount:
+            fd = await trio.to_thread.run_sync(
+                lambda: os.open(tmp_path / "f.txt", os.O_WRONLY | os.O_CREAT, 0o644)
+            )
+            try:
+                await trio.to_thread.run_sync(os.write, fd, b"a")
+                await fs.write("/g.txt", "elsewhere")  # any change from outside the mount
+                assert mount._ops._created_stale  # type: ignore[union-attr]
+                await trio.to_thread.run_sync(os.pwrite, fd, b"b", 1)
+                assert mount._ops._created is None  # type: ignore[union-attr]
+            finally:
+                await trio.to_thread.run_sync(os.close, fd)
+            assert await fs.read("/f.txt") == "ab"
+
+    trio.run(main)
+
+
 def test_a_file_the_tree_will_not_let_be_written_fails_at_the_first_write(
     tmp_path: Path,
 ) -> None:
