@@ -251,7 +251,7 @@ class Operations(pyfuse3.Operations):
         # as the creator's descriptor would (no reopen by path per WRITE: on dir_fs that is an
         # openat2, an fstat and a close). Closed by any other changing request, by a change
         # from elsewhere, when the kernel forgets the inode, and at unmount.
-        self._created: tuple[Node, OpenFile] | None = None
+        self._created: _Created | None = None
         self._created_stale = False
 
     async def close_all(self) -> None:
@@ -260,7 +260,7 @@ class Operations(pyfuse3.Operations):
         files = [handle.file for handle in self.handles.open_files() if not handle.shared]
         files += [node.keeper for node in self.inodes if node.keeper is not None]
         if self._created is not None:
-            files.append(self._created[1])
+            files.append(self._created.file)
             self._created = None
         for file in files:
             try:
@@ -312,10 +312,14 @@ class Operations(pyfuse3.Operations):
             self._created_stale = True
 
     async def _close_created(self) -> None:
+        """Let go of the file a CREATE left open: closed now, or by the last WRITE still
+        using it (a handler may await, and another request run meanwhile)."""
         created = self._created
         self._created = None
         if created is not None:
-            await created[1].close()
+            created.detached = True
+            if not created.users:
+                await _close_logged(created)
 
     def _entry(self, node: Node, info: FileInfo) -> pyfuse3.EntryAttributes:
         built = node.attrs_of
@@ -384,12 +388,8 @@ class Operations(pyfuse3.Operations):
         still has its name is opened by it for the request; an unlinked or replaced one is
         reached through its keeper."""
         node = self._node(ino)
-        created = self._created
-        if created is not None:
-            if created[0] is node and write and not self._created_stale:
-                return node, created[1], False
-            if self._created_stale:
-                await self._close_created()
+        if self._created is not None and self._created_stale:
+            await self._close_created()
         path = self.inodes.path(node)
         if path is not None:
             return node, await self.fs.open(path, write=write), True
@@ -467,11 +467,8 @@ class Operations(pyfuse3.Operations):
             self.inodes.forget(ino, count)
             node = self.inodes.find(ino)
             created = self._created
-            if created is not None and created[0].ino == ino and created[0].lookups == 0:
-                try:
-                    await self._close_created()
-                except Exception:  # logged; forget has no one to report to
-                    log.exception("closing the created file of inode %d failed", ino)
+            if created is not None and created.node.ino == ino and created.node.lookups == 0:
+                await self._close_created()
             if node is not None and node.keeper is not None:
                 try:
                     await self._close_keeper_if_unused(node)
@@ -800,7 +797,7 @@ class Operations(pyfuse3.Operations):
             # No handle: once the kernel knows open answers ENOSYS it sends no RELEASE for a
             # created file either, and its requests come by inode too. The file stays open for
             # the WRITEs that usually follow (see __init__).
-            self._created = (node, file)
+            self._created = _Created(node, file)
             self._created_stale = False
             return _opened(node, 0), self._entry(node, info)
         return self._add_handle(node, file, flags), self._entry(node, info)
@@ -822,6 +819,15 @@ class Operations(pyfuse3.Operations):
             handle = self.handles.file(fh)
             handle.dirty = True
             return await self._write(handle.node, handle.file, off, buf)
+        created = self._created
+        if created is not None and created.node.ino == fh and not self._created_stale:
+            created.users += 1
+            try:
+                return await self._write(created.node, created.file, off, buf)
+            finally:
+                created.users -= 1
+                if created.detached and not created.users:
+                    await _close_logged(created)
         node, file, owned = await self._file_by_inode(fh, write=True)
         try:
             return await self._write(node, file, off, buf)
@@ -1028,6 +1034,27 @@ class Operations(pyfuse3.Operations):
     @_request(write=True)
     async def removexattr(self, inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> None:
         raise _fuse_error(errno.ENOSYS)
+
+
+class _Created:
+    """The file a CREATE left open for the WRITEs that follow (see ``Operations.__init__``)."""
+
+    __slots__ = ("detached", "file", "node", "users")
+
+    def __init__(self, node: Node, file: OpenFile) -> None:
+        self.node = node
+        self.file = file
+        self.users = 0  # WRITEs using it right now
+        self.detached = False  # let go of: the last user closes it
+
+
+async def _close_logged(created: _Created) -> None:
+    """Close it; a failure is logged, never put on whichever request came next (the trees
+    served by inode buffer nothing that could be lost)."""
+    try:
+        await created.file.close()
+    except Exception:
+        log.exception("closing the created file of inode %d failed", created.node.ino)
 
 
 def _opened(node: Node, fh: int) -> pyfuse3.FileInfo:

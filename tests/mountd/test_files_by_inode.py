@@ -13,13 +13,17 @@ import errno
 import os
 import tempfile
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 import trio
 
 import vfs
 from mountd import MountOptions, mounted
-from mountd._ops import FILES_BY_INODE, STORE_RUNS
+from mountd._attrs import AttrPolicy
+from mountd._inodes import ROOT_INODE
+from mountd._ops import FILES_BY_INODE, STORE_RUNS, Operations
 from vfs.turns import turn_root
 
 pytestmark = [pytest.mark.mount, pytest.mark.timeout(120)]
@@ -521,5 +525,68 @@ def test_a_turn_root_is_served_by_inode_and_its_old_scratch_is_stale(tmp_path: P
             assert not await trio.to_thread.run_sync(scratch_file.exists)
             assert not (await root.scratch.stat("/x")).exists
             await root.end_turn()
+
+    trio.run(main)
+
+
+class _HeldWrites:
+    """A temp_fs whose file writes wait for ``release`` (a handler that awaits), and which
+    records which files were closed while a write was still inside them."""
+
+    def __init__(self) -> None:
+        self.tree = vfs.temp_fs()
+        self.release = trio.Event()
+        self.writing = trio.Event()
+        self.closed_mid_write = False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.tree, name)
+
+    async def open(self, path: str, **options: Any) -> Any:
+        return _HeldFile(self, await self.tree.open(path, **options))
+
+
+class _HeldFile:
+    def __init__(self, owner: _HeldWrites, file: Any) -> None:
+        self.owner = owner
+        self.file = file
+        self.in_write = False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.file, name)
+
+    async def write(self, offset: int, data: bytes) -> int:
+        self.in_write = True
+        self.owner.writing.set()
+        await self.owner.release.wait()
+        self.in_write = False
+        return int(await self.file.write(offset, data))
+
+    async def close(self) -> None:
+        self.owner.closed_mid_write |= self.in_write
+        await self.file.close()
+
+
+def test_the_created_file_is_closed_by_its_last_write_when_let_go_of_meanwhile() -> None:
+    """A changing request that arrives while a WRITE awaits inside the created file lets go of
+    it; the WRITE finishes on an open file and closes it after."""
+    tree = _HeldWrites()
+    ops = Operations(tree, attrs=AttrPolicy(uid=0, gid=0), origin=object())
+    ops.files_by_inode = True
+    ctx: Any = SimpleNamespace(uid=0, gid=0, pid=1, umask=0o022)  # a RequestContext
+
+    async def main() -> None:
+        _, attrs = await ops.create(ROOT_INODE, b"f", 0o644, os.O_WRONLY | os.O_CREAT, ctx)
+        created = ops._created
+        assert created is not None
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(ops.write, attrs.st_ino, 0, b"data")
+            await tree.writing.wait()
+            await ops.mkdir(ROOT_INODE, b"d", 0o755, ctx)  # a changing request meanwhile
+            assert ops._created is None and created.users == 1  # let go of, still open
+            tree.release.set()
+        assert not tree.closed_mid_write
+        assert created.users == 0 and created.detached
+        assert await tree.tree.read("/f") == "data"
 
     trio.run(main)
