@@ -39,7 +39,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from vfs import FileInfo, OpenFile
-from vfs._paths import ROOT, join_path, split_path
+from vfs._paths import ROOT, join_path, parent_path, split_path
 
 if TYPE_CHECKING:
     import pyfuse3
@@ -68,6 +68,7 @@ class Node:
         "name",
         "offsets",
         "opens",
+        "others",
         "parent",
         "partial_pages",
         "stale_pages",
@@ -81,6 +82,8 @@ class Node:
         self.name = name
         self.parent = parent
         self.children: dict[str, Node] = {}
+        # A file's further names (hard links), besides ``parent``/``name``.
+        self.others: list[tuple[Node, str]] | None = None
         self.lookups = 0
         self.opens = 0
         # The attributes the tree last reported; what a detached node answers with.
@@ -232,49 +235,88 @@ class InodeTable:
         self._drop_unused(node)
 
     def detach(self, node: Node) -> None:
-        """``node`` no longer names anything: take it out of the namespace (see the docstring)."""
-        if node is self.root:
+        """``node`` no longer names anything, under any of its names: take it out of the
+        namespace (see the docstring)."""
+        if node is self.root or node.parent is None:
             return
-        parent = node.parent
-        if parent is None:
-            return
-        if parent.children.get(node.name) is node:
-            del parent.children[node.name]
+        names = [(node.parent, node.name), *(node.others or ())]
         node.parent = None
+        node.others = None
+        for parent, name in names:
+            if parent.children.get(name) is node:
+                del parent.children[name]
         self._drop_unused(node)
-        self._drop_unused(parent)
+        for parent, _ in names:
+            self._drop_unused(parent)
 
     def detach_name(self, parent: Node, name: str) -> Node | None:
-        """Detach whatever node ``name`` in ``parent`` has (unlink, rmdir); return it."""
+        """``name`` in ``parent`` names nothing any more (unlink, rmdir, a change behind the
+        mount): its node keeps its other names (hard links), or is detached; return it."""
         node = parent.children.get(name)
-        if node is not None:
+        if node is None:
+            return None
+        if node.others is None:
             self.detach(node)
+            return node
+        del parent.children[name]
+        _rename(node, parent, name, None, "")
+        self._drop_unused(parent)
         return node
 
+    def detach_path(self, path: str) -> Node | None:
+        """:meth:`detach_name` of a tree path, when the table knows it."""
+        names = split_path(path)
+        if not names:
+            return None
+        parent = self.resolve(parent_path(path))
+        return None if parent is None else self.detach_name(parent, names[-1])
+
+    def add_name(self, node: Node, parent: Node, name: str) -> None:
+        """A link succeeded: ``name`` in ``parent`` is one more name of the file ``node``."""
+        if parent.children.get(name) is not None:
+            self.detach_name(parent, name)
+        parent.children[name] = node
+        if node.parent is None:
+            node.parent, node.name = parent, name
+        elif node.others is None:
+            node.others = [(parent, name)]
+        else:
+            node.others.append((parent, name))
+
     def move(self, old_parent: Node, old_name: str, new_parent: Node, new_name: str) -> None:
-        """A rename succeeded in the tree: move the node and detach what it replaced."""
+        """A rename succeeded in the tree: move the name and detach what it replaced."""
         node = old_parent.children.get(old_name)
         displaced = new_parent.children.get(new_name)
+        if node is not None and displaced is node:
+            return  # two names of one file: rename(2) does nothing
         if node is not None:
             # Moved in before the displaced node leaves, so that the new parent never looks
             # unused in between (it would be dropped, and the moved node with it).
             del old_parent.children[old_name]
-            node.parent = new_parent
-            node.name = new_name
+            _rename(node, old_parent, old_name, new_parent, new_name)
             new_parent.children[new_name] = node
-        if displaced is not None and displaced is not node:
-            self.detach(displaced)
+        if displaced is not None:
+            if node is None:
+                self.detach_name(new_parent, new_name)
+            elif displaced.others is None:
+                self.detach(displaced)
+            else:  # it keeps its other names
+                _rename(displaced, new_parent, new_name, None, "")
         self._drop_unused(old_parent)
 
     def exchange(self, parent_a: Node, name_a: str, parent_b: Node, name_b: str) -> None:
         """A RENAME_EXCHANGE succeeded: the two names swapped what they point at."""
-        node_a = parent_a.children.pop(name_a, None)
-        node_b = parent_b.children.pop(name_b, None)
+        node_a = parent_a.children.get(name_a)
+        node_b = parent_b.children.get(name_b)
+        if node_a is node_b:
+            return  # two names of one file (or both unknown): nothing moved
+        parent_a.children.pop(name_a, None)
+        parent_b.children.pop(name_b, None)
         if node_a is not None:
-            node_a.parent, node_a.name = parent_b, name_b
+            _rename(node_a, parent_a, name_a, parent_b, name_b)
             parent_b.children[name_b] = node_a
         if node_b is not None:
-            node_b.parent, node_b.name = parent_a, name_a
+            _rename(node_b, parent_b, name_b, parent_a, name_a)
             parent_a.children[name_a] = node_b
         self._drop_unused(parent_a)
         self._drop_unused(parent_b)
@@ -292,7 +334,35 @@ class InodeTable:
             if parent is not None and parent.children.get(node.name) is node:
                 del parent.children[node.name]
             node.parent = None
+            if node.others is not None:  # a file's further names go with it
+                others, node.others = node.others, None
+                for other_parent, other_name in others:
+                    if other_parent.children.get(other_name) is node:
+                        del other_parent.children[other_name]
+                    self._drop_unused(other_parent)
             node = parent
+
+
+def _rename(node: Node, old_parent: Node, old_name: str, new_parent: Node | None, new: str) -> None:
+    """In ``node``'s own record of its names, ``old_name`` in ``old_parent`` becomes ``new``
+    in ``new_parent``, or is dropped when ``new_parent`` is ``None`` (another name then takes
+    the first place). The parents' ``children`` are the caller's to change."""
+    others = node.others
+    if node.parent is old_parent and node.name == old_name:
+        if new_parent is not None:
+            node.parent, node.name = new_parent, new
+        elif others:
+            node.parent, node.name = others.pop(0)
+        else:
+            node.parent = None
+    elif others is not None and (old_parent, old_name) in others:
+        at = others.index((old_parent, old_name))
+        if new_parent is not None:
+            others[at] = (new_parent, new)
+        else:
+            del others[at]
+    if others is not None and not others:
+        node.others = None
 
 
 def child_path(table: InodeTable, parent: Node, name: str) -> str | None:

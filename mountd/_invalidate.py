@@ -110,7 +110,7 @@ def plan(table: InodeTable, change: Change, *, writeback: bool = False) -> list[
     node = table.resolve(path)
     if node is not None:
         known = node.lookups > 0
-        table.detach(node)
+        table.detach_path(path)  # this name only: a file's other names (hard links) stay
         if known:
             notices.append(InvalidateInode(node.ino))
     return notices

@@ -105,7 +105,7 @@ from typing import Any, TypeVar, cast
 import pyfuse3
 
 from vfs import Change, FileInfo, OpenFile, PosixFileSystem, change_origin
-from vfs._capabilities import buffers_writes, list_info_of, make_node
+from vfs._capabilities import buffers_writes, list_info_of, make_link, make_node
 from vfs._paths import NAME_MAX, join_path, parent_path
 from vfs._types import SPECIAL_OF_TYPE_BITS
 
@@ -737,7 +737,20 @@ class Operations(pyfuse3.Operations):
     async def link(
         self, inode: int, new_parent_inode: int, new_name: bytes, ctx: pyfuse3.RequestContext
     ) -> pyfuse3.EntryAttributes:
-        raise _fuse_error(errno.EPERM)
+        # Only trees whose files can have several names (vfs.MakesLinks); EPERM elsewhere, as
+        # link(2) says. The new name answers with the same inode, so the kernel shares one
+        # inode (attributes, pages) between the names.
+        node = self._node(inode)
+        src = self._path(node)
+        parent, text, dst = self._child_path(new_parent_inode, new_name)
+        await make_link(self.fs, src, dst)
+        info = await self._lstat_existing(dst)
+        if node.info is not None and info.kind != node.info.kind:
+            raise _fuse_error(errno.ESTALE)  # the source was replaced meanwhile
+        self.inodes.add_name(node, parent, text)
+        self.inodes.ref(node)
+        node.learn(info)
+        return self._entry(node, info)
 
     # --- files -----------------------------------------------------------------------------
 

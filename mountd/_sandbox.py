@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, NoReturn
 
 import vfs
-from vfs._capabilities import buffers_writes, list_info_of, make_node
+from vfs._capabilities import buffers_writes, list_info_of, make_link, make_node
 from vfs._merge import aclose
 from vfs._paths import ROOT, normalize_path, split_path
 from vfs._types import ChangeCallback
@@ -359,6 +359,13 @@ class SandboxRoot:
         path = normalize_path(path)
         self._new_name(path)
         await make_node(self._view, path, special, mode=mode, rdev=rdev, uid=uid, gid=gid)
+
+    async def link(self, src: str, dst: str) -> None:
+        src = normalize_path(src)
+        dst = normalize_path(dst)
+        self._busy(src)
+        self._new_name(dst)
+        await make_link(self._view, src, dst)
 
     async def readlink(self, path: str) -> str:
         path = normalize_path(path)

@@ -39,7 +39,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import asdict, dataclass
 from typing import Any, TypeVar
 
-from ._capabilities import buffers_writes, list_info_of, make_node
+from ._capabilities import buffers_writes, list_info_of, make_link, make_node
 from ._paths import ROOT, normalize_path
 from ._policy import PolicyDeniedError
 from ._posix_view import posix_view
@@ -393,6 +393,11 @@ class AuditedFileSystem:
             normalize_path(path),
             make_node(self._view, path, special, mode=mode, rdev=rdev, uid=uid, gid=gid),
             detail=special,
+        )
+
+    async def link(self, src: str, dst: str) -> None:
+        await self._changing(
+            "link", normalize_path(src), make_link(self._view, src, dst), dest=normalize_path(dst)
         )
 
     async def readlink(self, path: str) -> str:

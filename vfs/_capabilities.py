@@ -15,6 +15,8 @@ safe default.
   ``list_info``, else ``list`` plus one ``lstat`` per entry.
 - :func:`make_node`: ``mknod`` where the tree has it (:class:`vfs.MakesNodes`), else ``EPERM``,
   what ``mknod(2)`` answers on a file system that does not hold that type of node.
+- :func:`make_link`: ``link`` where the tree has it (:class:`vfs.MakesLinks`), else ``EPERM``,
+  what ``link(2)`` answers on a file system that does not support hard links.
 """
 
 from __future__ import annotations
@@ -71,3 +73,11 @@ async def make_node(
     if mknod is None:
         raise PathError(path, errno=errno.EPERM)
     await mknod(path, special, mode=mode, rdev=rdev, uid=uid, gid=gid)
+
+
+async def make_link(tree: object, src: str, dst: str) -> None:
+    """``tree.link(src, dst)``, or ``EPERM`` for a tree whose files have one name each."""
+    link = getattr(tree, "link", None)
+    if link is None:
+        raise PathError(dst, errno=errno.EPERM)
+    await link(src, dst)

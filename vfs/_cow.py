@@ -69,7 +69,7 @@ from typing import Any, TypeVar
 import anyio
 import anyio.lowlevel
 
-from ._capabilities import buffers_writes, list_info_of, make_node
+from ._capabilities import buffers_writes, list_info_of, make_link, make_node
 from ._content import encode_contents
 from ._cow_meta import META_PATH, RESERVED, CowMeta, Stamp, Touched, TreeChange
 from ._errors import (
@@ -1165,6 +1165,26 @@ class CowFileSystem:
             await make_node(
                 self._upper, found.path, special, mode=mode, rdev=rdev, uid=uid, gid=gid
             )
+
+    async def link(self, src: str, dst: str) -> None:
+        """A further name for an upper file (a lower one is copied up first: the names then
+        share the copy). Both are ordinary upper entries to ``changes``."""
+        src = normalize_path(src)
+        dst = normalize_path(dst)
+        async with self._writing():
+            source = await self._locate_name(src)
+            target = await self._locate_name(dst)
+            if not source.info.exists:
+                raise FileNotFoundError(src)
+            if target.info.exists:
+                raise FileExistsError(dst)
+            if source.info.kind == "directory":
+                raise PathError(src, errno=errno.EPERM)
+            _refuse_reserved(target.path)
+            if source.layer == _LOWER:
+                await self._copy_up(source.path)
+            await self._upper_parents(target.path)
+            await make_link(self._upper, source.path, target.path)
 
     async def readlink(self, path: str) -> str:
         path = normalize_path(path)

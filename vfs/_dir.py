@@ -522,6 +522,32 @@ class DirFileSystem:
         await self._observers.emit(src, "entry")
         await self._observers.emit(dst, "entry")
 
+    async def link(self, src: str, dst: str) -> None:
+        """A hard link inside the host directory: both names are resolved beneath the root and
+        the final one is never followed (a symlink is linked as itself), so no name made here
+        reaches a file outside the root."""
+        src = normalize_path(src)
+        dst = normalize_path(dst)
+        self._refuse_read_only(dst)
+        guard = self._guards()
+        try:
+            with (
+                self._at(src, guard, denied=src) as at_src,
+                self._at(dst, guard, denied=dst) as at_dst,
+            ):
+                os.link(
+                    at_src[1],
+                    at_dst[1],
+                    src_dir_fd=at_src[0],
+                    dst_dir_fd=at_dst[0],
+                    follow_symlinks=False,
+                )
+        except OSError as error:
+            raise os_error(error, dst if error.errno == errno.EEXIST else src) from None
+        self._forget_dirs(dst)
+        await self._observers.emit(dst, "entry")
+        await self._observers.emit(src, "metadata")  # one link more, a new ctime
+
     async def setattr(
         self,
         path: str,

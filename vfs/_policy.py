@@ -57,7 +57,7 @@ from typing import Literal, TypeAlias, cast
 
 import pathspec
 
-from ._capabilities import buffers_writes, list_info_of, make_node
+from ._capabilities import buffers_writes, list_info_of, make_link, make_node
 from ._errors import PathError, PermissionDeniedError
 from ._match import compile_grep
 from ._merge import aclose
@@ -634,6 +634,14 @@ class PolicyFileSystem:
         path = normalize_path(path)
         await self._creatable("mknod", path, directory=False, follow=False)
         await make_node(self._view, path, special, mode=mode, rdev=rdev, uid=uid, gid=gid)
+
+    async def link(self, src: str, dst: str) -> None:
+        """Both names must be writable: the new one writes the same file as the old."""
+        src = normalize_path(src)
+        dst = normalize_path(dst)
+        await self._writable("link", src, follow=False)
+        await self._creatable("link", dst, directory=False, follow=False)
+        await make_link(self._view, src, dst)
 
     async def readlink(self, path: str) -> str:
         path = normalize_path(path)

@@ -29,7 +29,9 @@ so a walk that is suspended while the tree changes stays consistent. Long walks 
 loop every few hundred entries.
 
 POSIX details, as tmpfs: directories have ``nlink = 2 + subdirectories`` and ``size = 20 * (entries
-+ 2)``; files have ``nlink = 1``; a symlink's size is its target's length in bytes. Adding or
++ 2)``; files and symlinks have ``nlink`` = their names (``link`` adds one: a node's first name is
+its ``parent``/``name``, further ones are in ``others``, and a change to it is reported at every
+name); a symlink's size is its target's length in bytes. Adding or
 removing an entry updates the directory's mtime and ctime. ``atime`` follows ``relatime`` (updated
 on read when not newer than mtime/ctime; without the daily refresh). Sizes above ``max_file_size``
 raise ``FileTooLargeError``; a growth larger than the memory available raises ``ENOSPC``.
@@ -99,6 +101,7 @@ class _Node:
         "mode",
         "mtime_ns",
         "name",
+        "others",
         "parent",
         "uid",
     )
@@ -111,8 +114,15 @@ class _Node:
         self.atime_ns = self.mtime_ns = self.ctime_ns = now
         self.parent: _Dir | None = None
         self.name = ""
+        # A file's further names (hard links), besides ``parent``/``name``; never a directory's.
+        self.others: list[tuple[_Dir, str]] | None = None
         # The FileInfo last built for this node; every change to what it shows clears it.
         self.info: FileInfo | None = None
+
+    def names(self) -> list[tuple[_Dir, str]]:
+        """Every ``(directory, name)`` this node is linked as (none once detached)."""
+        first = [] if self.parent is None else [(self.parent, self.name)]
+        return first if self.others is None else first + self.others
 
     def modified(self, now: int) -> None:
         """The contents (or entries) changed."""
@@ -170,17 +180,33 @@ class _Dir(_Node):
         self._order: list[tuple[str, _Node, _Dir | None]] | None = None
 
     def add(self, name: str, node: _Node, now: int) -> None:
-        """Link ``node`` as ``name``; the caller has removed any previous entry of that name."""
+        """Link ``node`` as ``name`` (a further name when it has one already: a hard link);
+        the caller has removed any previous entry of that name."""
         self.children[name] = node
-        node.parent = self
-        node.name = name
+        if node.parent is None:
+            node.parent = self
+            node.name = name
+        elif node.others is None:
+            node.others = [(self, name)]
+        else:
+            node.others.append((self, name))
         if isinstance(node, _Dir):
             self.subdirs += 1
         self._changed(now)
 
     def remove(self, name: str, now: int) -> _Node:
+        """Unlink ``name``; a node with further names keeps them (one takes the first place)."""
         node = self.children.pop(name)
-        node.parent = None
+        others = node.others
+        if node.parent is self and node.name == name:
+            if others:
+                node.parent, node.name = others.pop(0)
+            else:
+                node.parent = None
+        elif others is not None:
+            others.remove((self, name))
+        if others is not None and not others:
+            node.others = None
         if isinstance(node, _Dir):
             self.subdirs -= 1
         self._changed(now)
@@ -242,7 +268,7 @@ def _build_info(node: _Node) -> FileInfo:
     if isinstance(node, _File):
         kind: Kind = "file"
         size = len(node.data)
-        nlink = 1
+        nlink = 1 if node.others is None else 1 + len(node.others)
     elif isinstance(node, _Dir):
         kind = "directory"
         size = _DIRENT_SIZE * (len(node.children) + 2)
@@ -251,7 +277,7 @@ def _build_info(node: _Node) -> FileInfo:
         assert isinstance(node, _Symlink)
         kind = "symlink"
         size = node.size
-        nlink = 1
+        nlink = 1 if node.others is None else 1 + len(node.others)
     special, rdev = (node.special, node.rdev) if isinstance(node, _Special) else (None, 0)
     # Positional: keywords cost ~0.5 us more, and this runs for every entry a mount lists after
     # a change.
@@ -425,10 +451,14 @@ class TempFileSystem:
                 await self._observers.emit(join_path(where, name) if name else where, kind)
 
     async def _emit_node(self, node: _Node, kind: ChangeKind) -> None:
+        """Report a change to ``node`` at each of its names (a hard-linked file has several)."""
         if self._observers:
-            where = self._path_of(node)
-            if where is not None:
-                await self._observers.emit(where, kind)
+            if node.others is None:
+                where = self._path_of(node)
+                if where is not None:
+                    await self._observers.emit(where, kind)
+            else:
+                await self._emit([(directory, name, kind) for directory, name in node.names()])
 
     def _check_size(self, path: str, old: int, new: int) -> None:
         if new < 0:
@@ -564,6 +594,8 @@ class TempFileSystem:
         directory.remove(name, time_ns())
         if self._observers:
             await self._emit([(directory, name, "entry")])
+            if node.parent is not None:  # its other names count one link fewer
+                await self._emit_node(node, "metadata")
 
     async def search(self, query: SearchQuery) -> AsyncIterator[SearchResult]:
         normalize_path(query.path)
@@ -591,8 +623,7 @@ class TempFileSystem:
         elif isinstance(node, _File):
             node.data = bytearray(data)
             node.modified(now)
-            if node.parent is not None:
-                changes.append((node.parent, node.name, "content"))
+            changes.extend((directory, name, "content") for directory, name in node.names())
         else:
             raise IsADirectoryError(path)
         return changes
@@ -699,6 +730,8 @@ class TempFileSystem:
         directory.remove(name, time_ns())
         if self._observers:
             await self._emit([(directory, name, "entry")])
+            if node.parent is not None:  # its other names count one link fewer
+                await self._emit_node(node, "metadata")
 
     async def unlink(self, path: str) -> None:
         path = normalize_path(path)
@@ -712,6 +745,29 @@ class TempFileSystem:
         node.changed(now)
         if self._observers:
             await self._emit([(directory, name, "entry")])
+            if node.parent is not None:  # its other names count one link fewer
+                await self._emit_node(node, "metadata")
+
+    async def link(self, src: str, dst: str) -> None:
+        """A further name for the file, symlink or special file at ``src`` (not followed), as
+        ``link(2)``: both names then show one node, and ``nlink`` counts them."""
+        src = normalize_path(src)
+        dst = normalize_path(dst)
+        # Both parents resolve before the source must exist, as in Linux's linkat.
+        node = self._lookup(src, False)[2]
+        directory, name, taken = self._lookup(dst, False)
+        if node is None:
+            raise FileNotFoundError(src)
+        if taken is not None or dst == ROOT:
+            raise FileExistsError(dst)
+        if isinstance(node, _Dir):
+            raise PathError(src, errno=errno.EPERM)  # no hard links to directories
+        now = time_ns()
+        directory.add(name, node, now)
+        node.changed(now)
+        if self._observers:
+            await self._emit([(directory, name, "entry")])
+            await self._emit_node(node, "metadata")  # every name: one link more, a new ctime
 
     async def rename(
         self, src: str, dst: str, *, noreplace: bool = False, exchange: bool = False
@@ -763,6 +819,8 @@ class TempFileSystem:
         node.changed(now)
         if self._observers:
             await self._emit([(src_dir, src_name, "entry"), (dst_dir, dst_name, "entry")])
+            if victim is not None and not exchange and victim.parent is not None:
+                await self._emit_node(victim, "metadata")  # replaced here, linked elsewhere
 
     async def setattr(
         self,

@@ -390,6 +390,19 @@ class MakesNodes(Protocol):
 
 
 @runtime_checkable
+class MakesLinks(Protocol):
+    """A tree whose files can have several names (optional; see ``link(2)``)."""
+
+    async def link(self, src: str, dst: str) -> None:
+        """Give the file, symlink or special file at ``src`` (not followed) the new name
+        ``dst``: both then name one file (its bytes, mode, owner and times), and ``lstat``
+        counts the names in ``nlink``. ``FileExistsError`` when ``dst`` is taken,
+        ``FileNotFoundError`` when ``src`` is missing, ``EPERM`` for a directory; ``EXDEV``
+        across trees that cannot share a file."""
+        ...
+
+
+@runtime_checkable
 class ListsWithInfo(Protocol):
     """A tree that lists a directory together with each entry's attributes (optional)."""
 

@@ -54,7 +54,7 @@ from dataclasses import dataclass, replace
 from time import time_ns
 from typing import NoReturn, TypeVar
 
-from ._capabilities import ListInfo, buffers_writes, list_info_of, make_node
+from ._capabilities import ListInfo, buffers_writes, list_info_of, make_link, make_node
 from ._errors import (
     CrossMountError,
     DirectoryNotEmptyError,
@@ -683,6 +683,18 @@ class UnionFileSystem:
         mount, child = await self._new_name(normalize_path(path))
         made = make_node(mount.view, child, special, mode=mode, rdev=rdev, uid=uid, gid=gid)
         await _guarded(mount.prefix, made)
+
+    async def link(self, src: str, dst: str) -> None:
+        src = normalize_path(src)
+        dst = normalize_path(dst)
+        if src in self._synthesized:
+            raise PathError(src, errno=errno.EPERM)  # a directory: no hard links to those
+        mount = self._covering(src)
+        if self._covering(dst) is not mount:
+            raise PathError(src, errno=errno.EXDEV)  # as link(2) across file systems
+        _, child = await self._new_name(dst)
+        linked = make_link(mount.view, strip_prefix(src, mount.prefix), child)
+        await _guarded(mount.prefix, linked)
 
     async def readlink(self, path: str) -> str:
         path = normalize_path(path)

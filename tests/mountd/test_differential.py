@@ -4,7 +4,7 @@ tmpfs, step by step.
 Theory of operation
 -------------------
 Hypothesis draws a sequence of operations (create with flags, write at offsets, append, read,
-truncate, mkdir, rmdir, unlink, rename with and without flags, symlink, readlink, chmod, utime,
+truncate, mkdir, rmdir, unlink, rename with and without flags, link, symlink, readlink, chmod, utime,
 stat, lstat, listdir, and reads/writes/ftruncate/fstat through descriptors held open across the
 other steps) over a tiny namespace (three names, two levels) seeded with a small tree, so
 collisions, non-empty directories, files used as parents, symlink loops and open files whose name
@@ -204,6 +204,16 @@ class Rename(Op):
 
 
 @dataclass(frozen=True)
+class Link(Op):
+    src: str
+    dst: str
+
+    def run(self, at: Place) -> object:
+        os.link(at.base / self.src, at.base / self.dst, follow_symlinks=False)
+        return None
+
+
+@dataclass(frozen=True)
 class Symlink(Op):
     target: str
     path: str
@@ -350,6 +360,7 @@ operations: st.SearchStrategy[Op] = st.one_of(
     st.builds(Unlink, paths),
     st.builds(Rename, paths, paths, st.sampled_from((0, 0, RENAME_NOREPLACE, RENAME_EXCHANGE))),
     st.builds(Symlink, targets, paths),
+    st.builds(Link, paths, paths),
     st.builds(Readlink, paths),
     st.builds(Chmod, paths, modes),
     st.builds(Stat, paths, st.booleans()),

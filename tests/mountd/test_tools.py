@@ -403,3 +403,60 @@ def test_concurrent_appenders(rw_root: Root) -> None:
     for n in range(4):  # each writer's lines in its own order
         mine = [line for line in lines if line.startswith(f"p{n} ")]
         assert mine == sorted(mine)
+
+
+def test_hard_links_share_one_inode(rw_root: Root) -> None:
+    """`ln`, then every name shows one file: its inode, link count, mode, bytes and pages."""
+    work = rw_root.path
+    (work / "a").write_text("first\n")
+    run("ln", "a", "b", cwd=work)
+    a, b = os.stat(work / "a"), os.stat(work / "b")
+    assert (a.st_ino, a.st_nlink) == (b.st_ino, 2)
+    assert (work / "a").read_text() == "first\n"  # pages cached under the one inode...
+    with open(work / "b", "a") as appending:
+        appending.write("second\n")
+    assert (work / "a").read_text() == "first\nsecond\n"  # ...see the write through the other
+    os.chmod(work / "b", 0o600)
+    assert stat_mode(work / "a") == 0o600
+    os.rename(work / "a", work / "b")  # two names of one file: rename(2) does nothing
+    assert sorted(os.listdir(work)) == ["a", "b"]
+    os.mkdir(work / "d")
+    assert errno_of(os.link, work / "d", work / "e") == errno.EPERM
+    assert errno_of(os.link, work / "a", work / "b") == errno.EEXIST
+    with open(work / "a", "rb") as held:
+        os.unlink(work / "a")
+        assert os.fstat(held.fileno()).st_nlink == 1
+        assert held.read() == b"first\nsecond\n"
+    assert os.stat(work / "b").st_nlink == 1
+
+
+def test_tar_keeps_hard_links_and_git_clones_locally(rw_root: Root, tmp_path: Path) -> None:
+    """Archives with hard links extract as links; `git clone --local` links its objects."""
+    source = tmp_path / "src"
+    source.mkdir()
+    (source / "one").write_text("shared bytes\n")
+    os.link(source / "one", source / "two")
+    run("tar", "-cf", tmp_path / "links.tar", "-C", source, "one", "two", cwd=tmp_path)
+    work = rw_root.path
+    run("tar", "-xf", tmp_path / "links.tar", cwd=work)
+    assert os.stat(work / "one").st_ino == os.stat(work / "two").st_ino
+    assert (work / "two").read_text() == "shared bytes\n"
+    repo = work / "repo"
+    repo.mkdir()
+    (repo / "f.txt").write_text("tracked\n")
+    git("init", "-q", "-b", "main", cwd=repo)
+    git("add", "f.txt", cwd=repo)
+    git("commit", "-q", "-m", "one", cwd=repo)
+    git("clone", "-q", "--local", str(repo), str(work / "clone"), cwd=work)
+    git("fsck", "--strict", cwd=work / "clone")
+    assert (work / "clone" / "f.txt").read_text() == "tracked\n"
+    linked = [
+        path
+        for path in (work / "clone" / ".git" / "objects").rglob("*")
+        if path.is_file() and path.stat().st_nlink == 2
+    ]
+    assert linked  # the objects are the repository's own, linked
+
+
+def stat_mode(path: Path) -> int:
+    return os.stat(path).st_mode & 0o777

@@ -109,6 +109,19 @@ class Kernel:
     def symlink(self, path: str, target: str) -> None:
         self.at_parent(path, lambda fd, name: os.symlink(target, name, dir_fd=fd))
 
+    def link(self, src: str, dst: str) -> None:
+        src_fd, src_name = self.parent(src)
+        try:
+            dst_fd, dst_name = self.parent(dst)
+            try:
+                os.link(
+                    src_name, dst_name, src_dir_fd=src_fd, dst_dir_fd=dst_fd, follow_symlinks=False
+                )
+            finally:
+                os.close(dst_fd)
+        finally:
+            os.close(src_fd)
+
     def rename(self, src: str, dst: str, flags: int) -> None:
         src_fd, src_name = self.parent(src)
         try:
@@ -193,6 +206,7 @@ ops = st.one_of(
     st.tuples(
         st.just("rename"), paths, paths, st.sampled_from([0, RENAME_NOREPLACE, RENAME_EXCHANGE])
     ),
+    st.tuples(st.just("link"), paths, paths),
     st.tuples(st.just("create"), paths, data, st.booleans()),
     st.tuples(st.just("write"), paths, st.integers(0, 8), data),
     st.tuples(st.just("truncate"), paths, st.integers(0, 8)),
@@ -220,6 +234,8 @@ async def _ours(fs: TempFileSystem, op: tuple[Any, ...]) -> object:
                 noreplace=bool(flags & RENAME_NOREPLACE),
                 exchange=bool(flags & RENAME_EXCHANGE),
             )
+        elif name == "link":
+            await fs.link(path, args[0])
         elif name == "create":
             contents, exclusive = args
             handle = await fs.open(path, create=True, exclusive=exclusive, truncate=True)
@@ -252,6 +268,8 @@ def _kernels(kernel: Kernel, op: tuple[Any, ...]) -> object:
             kernel.symlink(path, args[0])
         elif name == "rename":
             kernel.rename(path, args[0], args[1])
+        elif name == "link":
+            kernel.link(path, args[0])
         elif name == "create":
             contents, exclusive = args
             flags = os.O_CREAT | os.O_TRUNC | (os.O_EXCL if exclusive else 0)

@@ -29,7 +29,7 @@ from __future__ import annotations
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 
-from .._capabilities import make_node
+from .._capabilities import make_link, make_node
 from .._temp import TempFileSystem, temp_fs
 from .._types import (
     Change,
@@ -194,6 +194,9 @@ class _ScratchSlot:
         gid: int | None = None,
     ) -> None:
         await make_node(self._current, path, special, mode=mode, rdev=rdev, uid=uid, gid=gid)
+
+    async def link(self, src: str, dst: str) -> None:
+        await make_link(self._current, src, dst)
 
     async def readlink(self, path: str) -> str:
         return await self._current.readlink(path)
