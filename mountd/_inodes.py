@@ -153,18 +153,27 @@ class InodeTable:
         return self._nodes.get(ino)
 
     def path(self, node: Node) -> str | None:
-        """The tree path ``node`` names, or ``None`` when it (or an ancestor) is detached."""
+        """The tree path ``node`` names, or ``None`` when it (or an ancestor) is detached. A
+        file with several names answers its first one that is still attached."""
         parts: list[str] = []
+        start = node
         while node is not self.root:
             parent = node.parent
             if parent is None:
-                return None
+                return None if start.others is None else self._other_path(start)
             parts.append(node.name)
             node = parent
         if not parts:
             return ROOT
         parts.reverse()
         return "/" + "/".join(parts)
+
+    def _other_path(self, node: Node) -> str | None:
+        for parent, name in node.others or ():
+            base = self.path(parent)  # a directory: one name only
+            if base is not None:
+                return join_path(base, name)
+        return None
 
     def is_attached(self, node: Node) -> bool:
         return self.path(node) is not None

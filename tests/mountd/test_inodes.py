@@ -240,14 +240,39 @@ class TableMachine(RuleBasedStateMachine):
         self.table.move(node.parent, node.name, target, name)
         assert self.table.resolve(self.table.path(node) or "") is node
 
-    @rule(data=st.data())
-    def unlink(self, data: st.DataObject) -> None:
+    @rule(data=st.data(), name=NAMES)
+    def link(self, data: st.DataObject, name: str) -> None:
+        files = [n for n in self._attached() if n.info is not None and n.info.kind == "file"]
+        targets = [d for d in self._dirs() if self.table.is_attached(d)]
+        if not files:
+            return
+        node = data.draw(st.sampled_from(files))
+        target = data.draw(st.sampled_from(targets))
+        if name in target.children:
+            return  # the tree refuses: EEXIST
+        self.table.add_name(node, target, name)
+        self.table.ref(node)  # the kernel is handed the entry
+        assert self.table.resolve(child_path(self.table, target, name) or "") is node
+
+    @rule(data=st.data(), pick_other=st.booleans())
+    def unlink(self, data: st.DataObject, pick_other: bool) -> None:
         nodes = self._attached()
         if nodes:
             node = data.draw(st.sampled_from(nodes))
-            assert node.parent is not None
-            self.table.detach_name(node.parent, node.name)
-            assert self.table.path(node) is None
+            names = _names(node)
+            parent, name = names[-1] if pick_other else names[0]
+            self.table.detach_name(parent, name)
+            assert parent.children.get(name) is not node
+            if len(names) == 1:
+                assert self.table.path(node) is None
+
+    @invariant()
+    def every_name_is_in_its_parent_and_back(self) -> None:
+        for node in self.table:
+            for parent, name in _names(node):
+                assert parent.children.get(name) is node, (node, name)
+            for name, child in node.children.items():
+                assert (node, name) in _names(child), (child, name)
 
     @invariant()
     def nodes_live_only_while_needed(self) -> None:
@@ -258,8 +283,7 @@ class TableMachine(RuleBasedStateMachine):
             path = self.table.path(node)
             if path is not None:
                 assert self.table.resolve(path) is node
-            for name, child in node.children.items():
-                assert child.parent is node and child.name == name
+            for child in node.children.values():  # names: every_name_is_in_its_parent_and_back
                 assert self.table.find(child.ino) is child
 
     @invariant()
@@ -270,3 +294,38 @@ class TableMachine(RuleBasedStateMachine):
 
 TableMachine.TestCase.settings = settings(max_examples=60, stateful_step_count=30, deadline=None)
 test_table_machine = TableMachine.TestCase
+
+
+def _names(node: Node) -> list[tuple[Node, str]]:
+    first = [] if node.parent is None else [(node.parent, node.name)]
+    return first + list(node.others or ())
+
+
+def test_a_linked_file_keeps_one_number_under_each_name() -> None:
+    table = InodeTable()
+    d = table.remember(table.root, "d", DIR)
+    a = table.remember(table.root, "a", FILE)
+    table.add_name(a, d, "b")
+    assert table.resolve("/d/b") is a and table.path(a) == "/a"
+    table.detach_name(table.root, "a")  # the first name goes: the other takes its place
+    assert table.path(a) == "/d/b" and table.resolve("/a") is None
+    table.add_name(a, table.root, "c")
+    c = table.remember(table.root, "x", FILE)
+    table.move(table.root, "x", d, "b")  # renamed over one name: the file keeps the other
+    assert table.resolve("/d/b") is c and table.path(a) == "/c" and a.others is None
+    table.add_name(a, d, "e")
+    table.move(table.root, "c", d, "e")  # two names of one file: nothing moves
+    assert table.resolve("/c") is a and table.resolve("/d/e") is a
+    table.exchange(table.root, "c", d, "e")
+    assert table.resolve("/c") is a and table.resolve("/d/e") is a
+    table.forget(a.ino, a.lookups)  # dropped: every name goes with it
+    assert table.resolve("/c") is None and table.resolve("/d/e") is None
+
+
+def test_a_linked_file_answers_a_name_that_is_still_attached() -> None:
+    table = InodeTable()
+    d = table.remember(table.root, "d", DIR)
+    a = table.remember(d, "a", FILE)
+    table.add_name(a, table.root, "b")
+    table.detach(d)  # its directory replaced behind the mount: the first name went with it
+    assert table.path(a) == "/b"
