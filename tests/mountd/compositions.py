@@ -24,6 +24,14 @@ def temp() -> object:
     return vfs.temp_fs()
 
 
+def eight_verb() -> object:
+    """A tree with only the eight verbs, mounted through ``vfs.posix_view``."""
+    import vfs
+    from tests.vfs.eightverb import EightVerbTree
+
+    return vfs.posix_view(EightVerbTree())
+
+
 def dir_rw(host: Path) -> object:
     import vfs
 
