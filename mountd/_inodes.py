@@ -5,6 +5,9 @@ Theory of operation
 Nodes form a tree that mirrors the part of the served namespace the kernel has seen: every node
 has a ``name`` and a ``parent``, and its path is computed by walking parents up to the root
 (:data:`ROOT_INODE`, always ``/``). A rename moves one node (and so its whole subtree) in O(1).
+A file linked under several names (a hard link made through the mount) is one node: its further
+names are in ``others``; its path is the first name still attached; an unlink or a rename over
+one name leaves the others, and only a node with no name left is detached.
 
 Inode numbers come from a counter and are never reused, so a number the kernel still holds can
 never come to mean a different file. A path keeps its number as long as its node lives.
