@@ -277,6 +277,9 @@ def test_default_root_is_cwd_under_copy_on_write_with_writable_tmp(
     (mnt / "tmp" / "scratch.txt").write_text("scratch")
     assert (mnt / "tmp" / "scratch.txt").read_text() == "scratch"
     assert not (project / "src" / "tmp").exists()
+    os.link(mnt / "hello.txt", mnt / "linked.txt")  # copied up, then linked in the copy
+    assert os.stat(mnt / "linked.txt").st_ino == os.stat(mnt / "hello.txt").st_ino
+    assert (mnt / "linked.txt").read_text() == "changed in the copy"
     # FIFOs and device nodes live in the copy too (made in its in-memory upper).
     os.mkfifo(mnt / "pipe", 0o600)
     os.mknod(mnt / "null", stat.S_IFCHR | 0o600, os.makedev(1, 3))
@@ -286,6 +289,7 @@ def test_default_root_is_cwd_under_copy_on_write_with_writable_tmp(
         writer.write(b"through the pipe")
     assert reader.communicate(timeout=30)[0] == b"through the pipe"
     assert sorted(os.listdir(project / "src")) == ["hello.txt"]
+    assert os.stat(project / "src" / "hello.txt").st_nlink == 1
     state = state_of(mnt)
     assert state is not None
     assert state.spec == "default"
