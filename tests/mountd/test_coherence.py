@@ -6,12 +6,13 @@ Theory of operation
 The kernel caches entries, attributes, pages and (with the patched pyfuse3) whole directory
 listings for minutes; what keeps it right is the kernel's own bookkeeping for changes made through
 the mount and ``mountd._invalidate`` for changes made through the API. Hypothesis draws short
-sequences of both kinds over a tiny namespace, with "look" steps between them (and one at the
-end) where every directory's listing and every file's bytes are read through the mount (so they
-are cached for what follows) and compared with the tree's answer, and "peek" steps that list the
-root alone (caching its listing without looking up any name beneath). Trees: ``temp_fs``, ``dir_fs``, ``host_fs`` (an eight-verb tree, whose
-directories have no modification time that moves), ``cow_fs`` over a read-only host directory,
-and a union with a host directory mounted at ``/d``.
+sequences of both kinds (writes, deletes, renames, hard links) over a tiny namespace, with "look"
+steps between them (and one at the end) where every directory's listing and every file's bytes are
+read through the mount (so they are cached for what follows) and compared with the tree's answer,
+and "peek" steps that list the root alone (caching its listing without looking up any name
+beneath). Trees: ``temp_fs``, ``dir_fs``, ``host_fs`` (an eight-verb tree, whose directories have
+no modification time that moves), ``cow_fs`` over a read-only host directory, and a union with a
+host directory mounted at ``/d``.
 
 Each example mounts in this process (:func:`mountd.mounted`) and touches the mount only from
 worker threads.
@@ -31,6 +32,7 @@ from hypothesis import strategies as st
 
 import vfs
 from mountd import mounted
+from vfs._capabilities import make_link
 
 pytestmark = [pytest.mark.mount, pytest.mark.timeout(300)]
 
@@ -47,6 +49,8 @@ steps = st.lists(
         st.tuples(st.just("mount_write"), st.sampled_from(FILES), payloads),
         st.tuples(st.just("mount_unlink"), st.sampled_from(FILES)),
         st.tuples(st.just("mount_rename"), st.sampled_from(FILES), st.sampled_from(FILES)),
+        st.tuples(st.just("mount_link"), st.sampled_from(FILES), st.sampled_from(FILES)),
+        st.tuples(st.just("api_link"), st.sampled_from(FILES), st.sampled_from(FILES)),
         st.tuples(st.just("look")),
         st.tuples(st.just("look")),
         st.tuples(st.just("peek")),
@@ -143,6 +147,8 @@ def _mount_step(mnt: Path, step: tuple[object, ...]) -> None:
             path.unlink()
         elif kind == "mount_rename":
             os.rename(path, mnt / str(step[2]).lstrip("/"))
+        elif kind == "mount_link":  # EPERM where the tree has none
+            os.link(path, mnt / str(step[2]).lstrip("/"))
 
 
 async def _api_step(tree: vfs.FileSystem, step: tuple[object, ...]) -> None:
@@ -152,6 +158,9 @@ async def _api_step(tree: vfs.FileSystem, step: tuple[object, ...]) -> None:
         assert isinstance(payload, bytes)
         with contextlib.suppress(OSError):  # a file where a directory is needed
             await tree.write(path, payload)
+    elif kind == "api_link":
+        with contextlib.suppress(OSError):  # taken, missing, or a tree without links
+            await make_link(tree, path, str(step[2]))
     else:
         with contextlib.suppress(OSError):
             await tree.delete(path)
