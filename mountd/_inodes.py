@@ -66,6 +66,7 @@ class Node:
         "ino",
         "keeper",
         "keeper_writable",
+        "linked_as",
         "listing",
         "lookups",
         "name",
@@ -87,6 +88,8 @@ class Node:
         self.children: dict[str, Node] = {}
         # A file's further names (hard links), besides ``parent``/``name``.
         self.others: list[tuple[Node, str]] | None = None
+        # The FileInfo.file_id it is found by in the table (a file with several names).
+        self.linked_as: int | None = None
         self.lookups = 0
         self.opens = 0
         # The attributes the tree last reported; what a detached node answers with.
@@ -143,6 +146,8 @@ class InodeTable:
     def __init__(self) -> None:
         self.root = Node(ROOT_INODE, "", None, None)
         self._nodes: dict[int, Node] = {ROOT_INODE: self.root}
+        # Files with several names, by FileInfo.file_id: another name of one gets its node.
+        self._linked: dict[int, Node] = {}
         self._next_ino = ROOT_INODE + 1
 
     def __len__(self) -> int:
@@ -200,14 +205,42 @@ class InodeTable:
         if node is not None and node.info is not None and node.info.kind != info.kind:
             self.detach(node)
             node = None
+        file_id = info.file_id
         if node is None:
+            if file_id is not None:  # another name of a file the table knows: its node
+                linked = self._linked.get(file_id)
+                if linked is not None and self._names_file(linked, info):
+                    self.add_name(linked, parent, name)
+                    linked.learn(info)
+                    return linked
             node = Node(self._next_ino, name, parent, info)
             self._next_ino += 1
             self._nodes[node.ino] = node
             parent.children[name] = node
         else:
             node.learn(info)
+        if file_id is not None and node.linked_as != file_id:
+            self.note_links(node, file_id)
         return node
+
+    def note_links(self, node: Node, file_id: int) -> None:
+        """``node`` is a file with several names, identified by ``file_id``."""
+        current = self._linked.get(file_id)
+        if current is None or current is node or not self._names_file(current, node.info):
+            if node.linked_as is not None and self._linked.get(node.linked_as) is node:
+                del self._linked[node.linked_as]
+            self._linked[file_id] = node
+            node.linked_as = file_id
+
+    def _names_file(self, node: Node, info: FileInfo | None) -> bool:
+        """Whether ``node`` is live, attached, and of ``info``'s kind."""
+        return (
+            self._nodes.get(node.ino) is node
+            and node.info is not None
+            and info is not None
+            and node.info.kind == info.kind
+            and self.path(node) is not None
+        )
 
     def remember(self, parent: Node, name: str, info: FileInfo) -> Node:
         """:meth:`child` plus one lookup: the kernel is being handed this entry."""
@@ -342,6 +375,8 @@ class InodeTable:
             and not node.children
         ):
             self._nodes.pop(node.ino, None)
+            if node.linked_as is not None and self._linked.get(node.linked_as) is node:
+                del self._linked[node.linked_as]
             parent = node.parent
             if parent is not None and parent.children.get(node.name) is node:
                 del parent.children[node.name]

@@ -752,6 +752,8 @@ class Operations(pyfuse3.Operations):
         self.inodes.add_name(node, parent, text)
         self.inodes.ref(node)
         node.learn(info)
+        if info.file_id is not None:
+            self.inodes.note_links(node, info.file_id)
         return self._entry(node, info)
 
     # --- files -----------------------------------------------------------------------------

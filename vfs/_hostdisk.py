@@ -297,6 +297,7 @@ def file_info(st: os.stat_result) -> FileInfo:
     mode = st.st_mode
     fmt = stat.S_IFMT(mode)
     special = SPECIAL_OF_TYPE_BITS.get(fmt)
+    nlink = st.st_nlink
     return FileInfo(
         _KIND_OF_TYPE.get(fmt, "file"),
         0 if special else st.st_size,
@@ -307,9 +308,11 @@ def file_info(st: os.stat_result) -> FileInfo:
         st.st_gid,
         st.st_atime_ns,
         st.st_ctime_ns,
-        st.st_nlink,
+        nlink,
         special,
         st.st_rdev if special in ("char", "block") else 0,
+        # Several names (hard links) of one host file: the device and inode say which.
+        (st.st_dev << 64 | st.st_ino) if nlink > 1 and fmt != stat.S_IFDIR else None,
     )
 
 

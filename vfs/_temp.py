@@ -45,6 +45,7 @@ itself), which drop the cache.
 from __future__ import annotations
 
 import errno
+import itertools
 import os
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from operator import itemgetter
@@ -92,6 +93,9 @@ _LARGE_GROWTH = 64 << 20  # growths above this are checked against available mem
 _Changes = list[tuple["_Dir", str, ChangeKind]]
 
 
+_SERIALS = itertools.count(1)
+
+
 class _Node:
     __slots__ = (
         "atime_ns",
@@ -103,6 +107,7 @@ class _Node:
         "name",
         "others",
         "parent",
+        "serial",
         "uid",
     )
     kind: ClassVar[Kind]
@@ -116,6 +121,8 @@ class _Node:
         self.name = ""
         # A file's further names (hard links), besides ``parent``/``name``; never a directory's.
         self.others: list[tuple[_Dir, str]] | None = None
+        # Given when it first gets a second name: its FileInfo.file_id (never reused).
+        self.serial = 0
         # The FileInfo last built for this node; every change to what it shows clears it.
         self.info: FileInfo | None = None
 
@@ -188,6 +195,8 @@ class _Dir(_Node):
             node.name = name
         elif node.others is None:
             node.others = [(self, name)]
+            if not node.serial:
+                node.serial = next(_SERIALS)
         else:
             node.others.append((self, name))
         if isinstance(node, _Dir):
@@ -279,6 +288,7 @@ def _build_info(node: _Node) -> FileInfo:
         size = node.size
         nlink = 1 if node.others is None else 1 + len(node.others)
     special, rdev = (node.special, node.rdev) if isinstance(node, _Special) else (None, 0)
+    file_id = None if node.others is None else node.serial
     # Positional: keywords cost ~0.5 us more, and this runs for every entry a mount lists after
     # a change.
     return FileInfo(
@@ -294,6 +304,7 @@ def _build_info(node: _Node) -> FileInfo:
         nlink,
         special,
         rdev,
+        file_id,
     )
 
 

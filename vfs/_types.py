@@ -74,7 +74,9 @@ class FileInfo:
     permission bits (``0o7777``), ``None`` where the tree has no modes. The remaining fields are
     filled by trees that keep POSIX metadata and are ``None`` elsewhere. ``special`` says what a
     ``"file"`` is when it is not a regular file (a FIFO, a socket, a device node, made with
-    ``mknod``; it reads as empty), and ``rdev`` is a device node's device number.
+    ``mknod``; it reads as empty), and ``rdev`` is a device node's device number. ``file_id``
+    identifies a file that has several names (hard links; ``nlink > 1``) in trees that can say
+    so: every name of one file answers the same number (``None`` otherwise).
     """
 
     kind: Kind
@@ -89,6 +91,7 @@ class FileInfo:
     nlink: int | None = None
     special: Special | None = None
     rdev: int = 0
+    file_id: int | None = None
 
     # Written out instead of generated: a FileInfo is built for every stat a mount answers (and
     # every entry of a listing), and the generated __init__ of a frozen class sets each field
@@ -109,6 +112,7 @@ class FileInfo:
         nlink: int | None = None,
         special: Special | None = None,
         rdev: int = 0,
+        file_id: int | None = None,
     ) -> None:
         if mtime_ns is None:
             mtime_ns = round(mtime * 1_000_000_000)
@@ -131,6 +135,7 @@ class FileInfo:
                     nlink,
                     special,
                     rdev,
+                    file_id,
                 ),
                 strict=True,
             ):
@@ -150,6 +155,7 @@ class FileInfo:
         unfrozen.nlink = nlink
         unfrozen.special = special
         unfrozen.rdev = rdev
+        unfrozen.file_id = file_id
         unfrozen.__class__ = FileInfo  # type: ignore[assignment]
 
     @property
@@ -179,6 +185,7 @@ class _FileInfoFields:
     nlink: int | None
     special: Special | None
     rdev: int
+    file_id: int | None
 
 
 _set_class = object.__setattr__

@@ -257,3 +257,36 @@ def test_a_directory_looked_up_as_missing_and_made_again_is_found(
             assert await trio.to_thread.run_sync(_listing, mnt / "n") == ["y"]
 
     trio.run(main)
+
+
+@pytest.mark.parametrize("kind", ["temp", "dir", "cow"])
+def test_names_linked_through_the_api_share_one_inode_through_the_mount(
+    kind: str, tmp_path: Path
+) -> None:
+    """A file the tree gave two names reaches the kernel as one inode (FileInfo.file_id), so a
+    write through either name, from either side, is read back through the other."""
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+
+    async def main() -> None:
+        tree = TREES[kind](tmp_path)
+        await tree.write("/w", b"one")  # type: ignore[attr-defined]
+        await make_link(tree, "/w", "/v")
+        async with mounted(tree, mnt):  # type: ignore[arg-type]
+
+            def look() -> tuple[bytes, bytes, bool]:
+                same = os.stat(mnt / "w").st_ino == os.stat(mnt / "v").st_ino
+                return (mnt / "w").read_bytes(), (mnt / "v").read_bytes(), same
+
+            assert await trio.to_thread.run_sync(look) == (b"one", b"one", True)
+
+            def write_through_the_mount() -> None:
+                with open(mnt / "w", "r+b") as handle:
+                    handle.write(b"TWO")
+
+            await trio.to_thread.run_sync(write_through_the_mount)
+            assert await trio.to_thread.run_sync(look) == (b"TWO", b"TWO", True)
+            await tree.write("/v", b"three")  # type: ignore[attr-defined]
+            assert await trio.to_thread.run_sync(look) == (b"three", b"three", True)
+
+    trio.run(main)

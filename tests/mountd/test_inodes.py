@@ -329,3 +329,16 @@ def test_a_linked_file_answers_a_name_that_is_still_attached() -> None:
     table.add_name(a, table.root, "b")
     table.detach(d)  # its directory replaced behind the mount: the first name went with it
     assert table.path(a) == "/b"
+
+
+def test_another_name_of_a_linked_file_is_found_by_its_file_id() -> None:
+    table = InodeTable()
+    linked = FileInfo("file", size=3, nlink=2, file_id=77)
+    a = table.remember(table.root, "a", linked)
+    d = table.remember(table.root, "d", DIR)
+    assert table.remember(d, "b", linked) is a  # one inode for both names
+    assert table.resolve("/d/b") is a and a.lookups == 2
+    assert table.remember(d, "c", FileInfo("file", size=3, nlink=2, file_id=78)) is not a
+    table.forget(a.ino, 2)  # dropped: the id no longer leads to it
+    fresh = table.remember(table.root, "e", linked)
+    assert fresh is not a and fresh.ino > a.ino
