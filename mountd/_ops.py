@@ -17,12 +17,12 @@ itself do not invalidate what the kernel just learned), and maps any exception t
 
 Decisions a reader may question:
 
-- Hard links are made in trees that can (``vfs.MakesLinks``), answered with the linked file's
-  own inode so that the kernel shares one inode between the names (``Node.others``); elsewhere
-  ``EPERM``, as link(2) documents. FIFOs, sockets and device nodes
-  are made in trees that hold them (``vfs.MakesNodes``: ``temp_fs`` all four, ``dir_fs`` FIFOs and
-  sockets, ``cow_fs`` what its upper holds); elsewhere ``EPERM``, the errno mknod(2) documents for "the filesystem does not
-  support this node type". The kernel serves what they do (a FIFO's pipe, a bound socket, a
+- Hard links are made in trees that can (``vfs.MakesLinks``), answered with the linked file's own
+  inode so that the kernel shares one inode between the names (``Node.others``); elsewhere
+  ``EPERM``, as link(2) documents. FIFOs, sockets and device nodes are made in trees that hold
+  them (``vfs.MakesNodes``: ``temp_fs`` all four, ``dir_fs`` FIFOs and sockets, ``cow_fs`` what
+  its upper holds); elsewhere ``EPERM``, the errno mknod(2) documents for "the filesystem does
+  not support this node type". The kernel serves what they do (a FIFO's pipe, a bound socket, a
   device behind ``nodev``); the tree only keeps them.
 - Extended attributes: all four handlers answer ``ENOSYS``, which the kernel remembers for the
   mount and turns into ``EOPNOTSUPP`` for callers. That costs one request per mount instead of a

@@ -4,15 +4,15 @@ tmpfs, step by step.
 Theory of operation
 -------------------
 Hypothesis draws a sequence of operations (create with flags, write at offsets, append, read,
-truncate, mkdir, rmdir, unlink, rename with and without flags, link, symlink, readlink, chmod, utime,
-stat, lstat, listdir, and reads/writes/ftruncate/fstat through descriptors held open across the
-other steps) over a tiny namespace (three names, two levels) seeded with a small tree, so
+truncate, mkdir, rmdir, unlink, rename with and without flags, link, symlink, readlink, chmod,
+utime, stat, lstat, listdir, and reads/writes/ftruncate/fstat through descriptors held open across
+the other steps) over a tiny namespace (three names, two levels) seeded with a small tree, so
 collisions, non-empty directories, files used as parents, symlink loops and open files whose name
-was unlinked or renamed over happen often. Each operation is applied to
-the mount and to a tmpfs directory; its outcome (value, or errno name) must be equal. Stat
-results are compared on the fields both must agree on: kind, size (not for directories, whose
-size is filesystem-specific), permission bits and link count. After the sequence both trees must
-snapshot equal (content, modes, symlink targets).
+was unlinked or renamed over happen often. Each operation is applied to the mount and to a tmpfs
+directory; its outcome (value, or errno name) must be equal. Stat results are compared on the
+fields both must agree on: kind, size (not for directories, whose size is filesystem-specific),
+permission bits and link count. After the sequence both trees must snapshot equal (content, modes,
+symlink targets).
 
 The one allowed difference: RENAME_EXCHANGE may be refused with EINVAL by a mount (the issue
 allows it); then it is not applied to the reference either, so the trees stay comparable.
