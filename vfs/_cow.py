@@ -330,6 +330,8 @@ class CowFileSystem:
         info = await self._lower.lstat(path)
         if not info.exists:
             return _Found(path, info, None)
+        if info.file_id is not None:
+            info = _unlinked(info)
         return _Found(path, self._touched(path, info) if self._meta.times else info, _LOWER)
 
     def _touched(self, path: str, info: FileInfo) -> FileInfo:
@@ -649,6 +651,8 @@ class CowFileSystem:
                     continue
                 if real == ROOT and name == RESERVED_NAME:
                     continue
+                if info.file_id is not None:
+                    info = _unlinked(info)
                 merged[name] = self._touched(entry.path, info) if self._meta.times else info
         base = "/" if path == ROOT else path + "/"
         return [(DirEntry(base + name, merged[name].kind), merged[name]) for name in sorted(merged)]
@@ -1235,6 +1239,12 @@ class CowFileSystem:
 
         async with self._writing():
             return await apply_changes(self, paths, target)
+
+
+def _unlinked(info: FileInfo) -> FileInfo:
+    """A lower file's ``info`` without its ``file_id``: its names are copied up one at a time,
+    each on its own, so here they are not one file (a mount would serve them as one inode)."""
+    return replace(info, file_id=None)
 
 
 class _LowerFile:

@@ -290,3 +290,30 @@ def test_names_linked_through_the_api_share_one_inode_through_the_mount(
             assert await trio.to_thread.run_sync(look) == (b"three", b"three", True)
 
     trio.run(main)
+
+
+def test_a_lower_files_two_names_are_two_files_in_a_copy_on_write_mount(tmp_path: Path) -> None:
+    """Copy-up takes one name at a time, so the mount must not serve a lower file's hard links
+    as one inode: a write through one name leaves the other showing the lower's bytes."""
+    host = tmp_path / "host"
+    host.mkdir()
+    (host / "a").write_bytes(b"lower")
+    os.link(host / "a", host / "b")
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+
+    async def main() -> None:
+        tree = vfs.cow_fs(vfs.dir_fs(host, read_only=True))
+        async with mounted(tree, mnt):
+
+            def write_a_read_b() -> tuple[bytes, bytes, bool]:
+                assert (mnt / "b").read_bytes() == b"lower"  # cached
+                (mnt / "a").write_bytes(b"copied up")
+                same = os.stat(mnt / "a").st_ino == os.stat(mnt / "b").st_ino
+                return (mnt / "a").read_bytes(), (mnt / "b").read_bytes(), same
+
+            got = await trio.to_thread.run_sync(write_a_read_b)
+            assert got == (b"copied up", b"lower", False)
+        assert (host / "a").read_bytes() == b"lower"
+
+    trio.run(main)
