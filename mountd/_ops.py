@@ -491,6 +491,8 @@ class Operations(pyfuse3.Operations):
                 return self._detached_entry(node)
             raise _fuse_error(errno.ENOENT if not info.exists else errno.ESTALE)
         node.learn(info)
+        if info.file_id is not None and node.linked_as != info.file_id:
+            self.inodes.note_links(node, info.file_id)  # it got a second name elsewhere
         if node.stale_pages:
             await self._drop_stale_pages(node)
         return self._entry(node, info)

@@ -317,3 +317,26 @@ def test_a_lower_files_two_names_are_two_files_in_a_copy_on_write_mount(tmp_path
         assert (host / "a").read_bytes() == b"lower"
 
     trio.run(main)
+
+
+@pytest.mark.parametrize("kind", ["temp", "dir"])
+def test_a_file_the_mount_knew_keeps_its_inode_when_the_api_gives_it_a_second_name(
+    kind: str, tmp_path: Path
+) -> None:
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+
+    async def main() -> None:
+        tree = TREES[kind](tmp_path)
+        await tree.write("/w", b"one")  # type: ignore[attr-defined]
+        async with mounted(tree, mnt):  # type: ignore[arg-type]
+            first = await trio.to_thread.run_sync(lambda: os.stat(mnt / "w"))
+            await make_link(tree, "/w", "/v")
+
+            def names() -> tuple[int, int, int]:
+                w, v = os.stat(mnt / "w"), os.stat(mnt / "v")  # w first: its attributes moved
+                return w.st_ino, v.st_ino, v.st_nlink
+
+            assert await trio.to_thread.run_sync(names) == (first.st_ino, first.st_ino, 2)
+
+    trio.run(main)
