@@ -363,7 +363,10 @@ class SandboxRoot:
     async def link(self, src: str, dst: str) -> None:
         src = normalize_path(src)
         dst = normalize_path(dst)
-        self._busy(src)
+        found = self._system(src)
+        if found is not None and found[1]:  # bound from elsewhere: another file system
+            raise vfs.PathError(src, errno=errno.EXDEV)
+        self._refuse_system(src)
         self._new_name(dst)
         await make_link(self._view, src, dst)
 

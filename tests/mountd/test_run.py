@@ -104,6 +104,13 @@ def test_sandbox_root_answers_system_entries_but_never_lists_or_writes_them(
             with pytest.raises(vfs.PathError) as caught:
                 await call()
             assert caught.value.errno == errno.EBUSY
+        with pytest.raises(vfs.PathError) as caught:
+            await root.link("/bin", "/mine")  # a system entry: bound from elsewhere
+        assert caught.value.errno == errno.EXDEV
+        with pytest.raises(vfs.FileExistsError):
+            await root.link("/a.txt", "/proc")
+        await root.link("/a.txt", "/src/a-again.txt")  # the tree's own files link
+        assert (await inner.lstat("/a.txt")).nlink == 2
         # Everything else is the tree's.
         await root.write("/src/c.py", "c")
         assert await inner.read("/src/c.py") == "c"
