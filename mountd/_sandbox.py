@@ -307,10 +307,12 @@ class SandboxRoot:
             raise vfs.FileExistsError(path)
         self._refuse_system(path)
 
-    def _busy(self, path: str) -> None:
+    def _busy(self, path: str, code: int = errno.EBUSY) -> None:
+        """Refuse to change ``path`` where a system entry stands (``code``) or the system
+        owns the place."""
         found = self._system(path)
         if found is not None and found[1]:
-            raise vfs.PathError(path, errno=errno.EBUSY)
+            raise vfs.PathError(path, errno=code)
         self._refuse_system(path)
 
     async def rename(
@@ -363,10 +365,7 @@ class SandboxRoot:
     async def link(self, src: str, dst: str) -> None:
         src = normalize_path(src)
         dst = normalize_path(dst)
-        found = self._system(src)
-        if found is not None and found[1]:  # bound from elsewhere: another file system
-            raise vfs.PathError(src, errno=errno.EXDEV)
-        self._refuse_system(src)
+        self._busy(src, errno.EXDEV)  # a system entry is bound from another file system
         self._new_name(dst)
         await make_link(self._view, src, dst)
 

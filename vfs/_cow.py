@@ -959,12 +959,18 @@ class CowFileSystem:
     ) -> None:
         path = normalize_path(path)
         async with self._writing():
-            found = await self._locate_name(path)
-            if found.info.exists:
-                raise FileExistsError(path)
-            _refuse_reserved(found.path)
-            await self._upper_parents(found.path)
-            await self._upper.mkdir(found.path, mode, uid=uid, gid=gid)
+            real = await self._new_name(path)
+            await self._upper.mkdir(real, mode, uid=uid, gid=gid)
+
+    async def _new_name(self, path: str) -> str:
+        """Under the writing lock, before ``path`` is made in the upper: its real path, once
+        the merged view has nothing there, it is not reserved, and its upper parents exist."""
+        found = await self._locate_name(path)
+        if found.info.exists:
+            raise FileExistsError(path)
+        _refuse_reserved(found.path)
+        await self._upper_parents(found.path)
+        return found.path
 
     async def rmdir(self, path: str) -> None:
         path = normalize_path(path)
@@ -1140,12 +1146,8 @@ class CowFileSystem:
         if "\0" in target:
             raise PathError(path, errno=errno.EINVAL)
         async with self._writing():
-            found = await self._locate_name(path)
-            if found.info.exists:
-                raise FileExistsError(path)
-            _refuse_reserved(found.path)
-            await self._upper_parents(found.path)
-            await self._upper.symlink(found.path, target, uid=uid, gid=gid)
+            real = await self._new_name(path)
+            await self._upper.symlink(real, target, uid=uid, gid=gid)
 
     async def mknod(
         self,
@@ -1161,14 +1163,8 @@ class CowFileSystem:
         Not a change (see ``changes``): git tracks none of them either."""
         path = normalize_path(path)
         async with self._writing():
-            found = await self._locate_name(path)
-            if found.info.exists:
-                raise FileExistsError(path)
-            _refuse_reserved(found.path)
-            await self._upper_parents(found.path)
-            await make_node(
-                self._upper, found.path, special, mode=mode, rdev=rdev, uid=uid, gid=gid
-            )
+            real = await self._new_name(path)
+            await make_node(self._upper, real, special, mode=mode, rdev=rdev, uid=uid, gid=gid)
 
     async def link(self, src: str, dst: str) -> None:
         """A further name for an upper file (a lower one is copied up first: the names then

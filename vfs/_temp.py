@@ -716,14 +716,21 @@ class TempFileSystem:
     async def mkdir(
         self, path: str, mode: int = 0o755, *, uid: int | None = None, gid: int | None = None
     ) -> None:
-        path = normalize_path(path)
+        await self._add_new(
+            normalize_path(path), uid, gid, lambda owner, group, now: _Dir(mode, owner, group, now)
+        )
+
+    async def _add_new(
+        self, path: str, uid: int | None, gid: int | None, build: Callable[[int, int, int], _Node]
+    ) -> None:
+        """Add ``build(owner, group, now)`` at the free name ``path`` (mkdir, symlink, mknod)."""
         directory, name, node = self._lookup(path, False)
         if node is not None:
             raise FileExistsError(path)
         now = time_ns()
         owner = self._uid if uid is None else uid
         group = self._gid if gid is None else gid
-        directory.add(name, _Dir(mode, owner, group, now), now)
+        directory.add(name, build(owner, group, now), now)
         if self._observers:
             await self._emit([(directory, name, "entry")])
 
@@ -881,15 +888,9 @@ class TempFileSystem:
             raise FileNotFoundError(path)  # symlink(2) refuses an empty target
         if "\0" in target:
             raise PathError(path, errno=errno.EINVAL)
-        directory, name, node = self._lookup(path, False)
-        if node is not None:
-            raise FileExistsError(path)
-        now = time_ns()
-        owner = self._uid if uid is None else uid
-        group = self._gid if gid is None else gid
-        directory.add(name, _Symlink(owner, group, now, target), now)
-        if self._observers:
-            await self._emit([(directory, name, "entry")])
+        await self._add_new(
+            path, uid, gid, lambda owner, group, now: _Symlink(owner, group, now, target)
+        )
 
     async def mknod(
         self,
@@ -904,16 +905,13 @@ class TempFileSystem:
         path = normalize_path(path)
         if special not in SPECIAL_TYPE_BITS:
             raise PathError(path, errno=errno.EINVAL)
-        directory, name, node = self._lookup(path, False)
-        if node is not None:
-            raise FileExistsError(path)
-        now = time_ns()
-        owner = self._uid if uid is None else uid
-        group = self._gid if gid is None else gid
         device = rdev if special in ("char", "block") else 0
-        directory.add(name, _Special(mode, owner, group, now, special, device), now)
-        if self._observers:
-            await self._emit([(directory, name, "entry")])
+        await self._add_new(
+            path,
+            uid,
+            gid,
+            lambda owner, group, now: _Special(mode, owner, group, now, special, device),
+        )
 
     async def readlink(self, path: str) -> str:
         path = normalize_path(path)
