@@ -1,9 +1,11 @@
-"""A peer for the concurrency test: stages and disposes sessions at random until a deadline.
+"""A peer for the concurrency test: stages and disposes sessions at random until told to stop.
 
-``python -m tests.mcpstage.worker WORKTREE START DEADLINE SEED LOG`` (times since the epoch;
-all peers start together at START): every completed operation is
-appended to LOG as ``staged KEY`` or ``disposed KEY [cleaned]`` (after it returned), so the test can tell
-which leases must be live. A busy lock is retried; any other failure ends the worker non-zero.
+``python -m tests.mcpstage.worker WORKTREE CONTROL SEED LOG``: CONTROL is a file the test
+rewrites with the phase all peers are in (``wait``, ``stage``, ``drain`` or ``stop``), so the
+phases follow what happened (a drain lasts until the worktree emptied), not a clock a loaded
+machine cannot keep. Every completed operation is appended to LOG as ``staged KEY`` or
+``disposed KEY [cleaned]`` (after it returned), so the test can tell which leases must be live.
+A busy lock is retried; any other failure ends the worker non-zero.
 """
 
 from __future__ import annotations
@@ -11,24 +13,24 @@ from __future__ import annotations
 import random
 import sys
 import time
+from pathlib import Path
 
 import mcpstage
 
 
 def main(argv: list[str]) -> int:
-    worktree, start, deadline = argv[0], float(argv[1]), float(argv[2])
-    seed, log_path = int(argv[3]), argv[4]
-    time.sleep(max(0.0, start - time.time()))
+    worktree, control, seed, log_path = argv[0], Path(argv[1]), int(argv[2]), argv[3]
     rng = random.Random(seed)
     mine: list[str] = []
     busy = 0
     with open(log_path, "a", encoding="ascii") as log:
-        while time.time() < deadline:
-            # Cycles of 3 s, the same for all peers: half a second leaning to staging, then
-            # draining long enough for the worktree to empty even through a slow mount on a
-            # loaded machine (16 disposals queue on one lock), while final cleanups still race
-            # the odd fresh bootstrap.
-            draining = time.time() % 3.0 >= 0.5
+        while (phase := control.read_text().strip()) != "stop":
+            # Staging leans to two sessions each; draining disposes them, while the odd fresh
+            # bootstrap still races the final cleanups.
+            if phase == "wait":
+                time.sleep(0.01)
+                continue
+            draining = phase == "drain"
             if (not draining and len(mine) < 2) or (draining and rng.random() < 0.003):
                 entry = mcpstage.ServerEntry("node", (f"bridge-{seed}.js", str(rng.random())))
                 try:
