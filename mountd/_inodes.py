@@ -76,6 +76,8 @@ class Node:
         "parent",
         "partial_pages",
         "stale_pages",
+        "sure",
+        "sure_epoch",
         "told",
         "written",
         "written_here",
@@ -88,7 +90,7 @@ class Node:
         self.children: dict[str, Node] = {}
         # A file's further names (hard links), besides ``parent``/``name``.
         self.others: list[tuple[Node, str]] | None = None
-        # The FileInfo.file_id it is found by in the table (a file with several names).
+        # The FileInfo.linked_id it is found by in the table (a file with several names).
         self.linked_as: int | None = None
         self.lookups = 0
         self.opens = 0
@@ -112,6 +114,11 @@ class Node:
         self.partial_pages: set[int] | None = None
         self.changed_here = False
         self.stale_pages = False
+        # ``info`` while the mount vouches for it: what the tree said, with nothing changed
+        # through the mount since, nor reported from elsewhere before ``sure_epoch`` moved on
+        # (see mountd._ops, _vouch). A reassigned ``info`` is no longer vouched for.
+        self.sure: FileInfo | None = None
+        self.sure_epoch = 0
         # A directory listed without a handle: the snapshot being listed and its names' offsets
         # (see mountd._handles).
         self.listing: Listing | None = None
@@ -146,7 +153,7 @@ class InodeTable:
     def __init__(self) -> None:
         self.root = Node(ROOT_INODE, "", None, None)
         self._nodes: dict[int, Node] = {ROOT_INODE: self.root}
-        # Files with several names, by FileInfo.file_id: another name of one gets its node.
+        # Files with several names, by FileInfo.linked_id: another name of one gets its node.
         self._linked: dict[int, Node] = {}
         self._next_ino = ROOT_INODE + 1
 
@@ -205,10 +212,10 @@ class InodeTable:
         if node is not None and node.info is not None and node.info.kind != info.kind:
             self.detach(node)
             node = None
-        file_id = info.file_id
+        linked_id = info.linked_id
         if node is None:
-            if file_id is not None:  # another name of a file the table knows: its node
-                linked = self._linked.get(file_id)
+            if linked_id is not None:  # another name of a file the table knows: its node
+                linked = self._linked.get(linked_id)
                 if linked is not None and self._names_file(linked, info):
                     self.add_name(linked, parent, name)
                     linked.learn(info)
@@ -219,8 +226,8 @@ class InodeTable:
             parent.children[name] = node
         else:
             node.learn(info)
-        if file_id is not None and node.linked_as != file_id:
-            self.note_links(node, file_id)
+        if linked_id is not None and node.linked_as != linked_id:
+            self.note_links(node, linked_id)
         return node
 
     def note_links(self, node: Node, file_id: int) -> None:

@@ -107,7 +107,14 @@ from typing import Any, TypeVar, cast
 import pyfuse3
 
 from vfs import Change, FileInfo, OpenFile, PosixFileSystem, change_origin
-from vfs._capabilities import buffers_writes, list_info_of, make_link, make_node
+from vfs._capabilities import (
+    buffers_writes,
+    list_info_of,
+    list_reusing_of,
+    make_link,
+    make_node,
+    open_file_info,
+)
 from vfs._paths import NAME_MAX, join_path, parent_path
 from vfs._types import SPECIAL_OF_TYPE_BITS
 
@@ -212,6 +219,7 @@ class Operations(pyfuse3.Operations):
         keep_written_pages: bool = True,
         files_by_inode: bool = True,
         complete_pages: bool = True,
+        reuse_known_attributes: bool = True,
     ) -> None:
         super().__init__()
         self.fs = fs
@@ -223,6 +231,13 @@ class Operations(pyfuse3.Operations):
         # Fixed for the mount's life: the kernel remembers a FLUSH answered with ENOSYS.
         self.forwards_flush = buffers_writes(fs)
         self._list_info = list_info_of(fs)
+        # A listing answers a file's attributes unexamined while the mount can vouch for them
+        # (see _vouch): only with attribute caching (the kernel itself keeps attributes for the
+        # timeout, whatever happens to the host file), where the tree can list that way.
+        reusing = reuse_known_attributes and attrs.attr_timeout > 0
+        self._list_reusing = list_reusing_of(fs) if reusing else None
+        # Moves on every change reported from elsewhere (the API): nothing vouched before holds.
+        self._epoch = 0
         # Moves whenever the tree may have changed (a changing request, an API change): a
         # directory listing's attributes are reused across readdir requests only while it stays.
         self.generation = 0
@@ -312,6 +327,17 @@ class Operations(pyfuse3.Operations):
         self.generation += 1
         if change.origin is not self.origin:
             self._created_stale = True
+            self._epoch += 1
+
+    def _vouch(self, node: Node, info: FileInfo, generation: int) -> None:
+        """``info``, just learned from the tree for ``node``, holds unless the mount changes the
+        file: nothing changed between the question and the answer (``generation`` is the mount's
+        when it asked), so a listing may answer it without examining the file (_snapshot). Every
+        changing handler forgets what it may change (_unvouch), and ``node.info`` reassigned is
+        not vouched for."""
+        if generation == self.generation and self._list_reusing is not None:
+            node.sure = info
+            node.sure_epoch = self._epoch
 
     async def _close_created(self) -> None:
         """Let go of the file a CREATE left open: closed now, or by the last WRITE still
@@ -321,7 +347,23 @@ class Operations(pyfuse3.Operations):
         if created is not None:
             created.detached = True
             if not created.users:
+                await self._learn_written(created)
                 await _close_logged(created)
+
+    async def _learn_written(self, created: _Created) -> None:
+        """What the file the mount just wrote is now, from its descriptor: vouched for, so the
+        next listing of its directory need not examine it (only where listings reuse)."""
+        if self._list_reusing is None or self._created_stale:
+            return
+        generation = self.generation
+        try:
+            info = await open_file_info(created.file)
+        except Exception:  # the close reports what went wrong with the file
+            return
+        node = created.node
+        if info is not None and node.info is not None and info.kind == node.info.kind:
+            node.learn(info)
+            self._vouch(node, info, generation)
 
     def _entry(self, node: Node, info: FileInfo) -> pyfuse3.EntryAttributes:
         built = node.attrs_of
@@ -452,12 +494,14 @@ class Operations(pyfuse3.Operations):
         parent, text, path = self._child_path(parent_inode, name)
         if parent.told is not None:
             parent.told.discard(text)  # the kernel asks again (see mountd._invalidate)
+        generation = self.generation
         info = await self.fs.lstat(path)
         if not info.exists:
             if self.attrs.negative_timeout > 0:
                 return self.attrs.negative()
             raise _fuse_error(errno.ENOENT)
         node = self.inodes.remember(parent, text, info)
+        self._vouch(node, info, generation)
         if node.stale_pages:
             await self._drop_stale_pages(node)
         return self._entry(node, info)
@@ -483,6 +527,7 @@ class Operations(pyfuse3.Operations):
         path = self.inodes.path(node)
         if path is None:
             return self._detached_entry(node)
+        generation = self.generation
         info = await self.fs.lstat(path)
         if not info.exists or (node.info is not None and node.info.kind != info.kind):
             # Gone (or replaced by another kind) behind the mount's back: this inode is stale.
@@ -491,8 +536,10 @@ class Operations(pyfuse3.Operations):
                 return self._detached_entry(node)
             raise _fuse_error(errno.ENOENT if not info.exists else errno.ESTALE)
         node.learn(info)
-        if info.file_id is not None and node.linked_as != info.file_id:
-            self.inodes.note_links(node, info.file_id)  # it got a second name elsewhere
+        self._vouch(node, info, generation)
+        linked_id = info.linked_id
+        if linked_id is not None and node.linked_as != linked_id:
+            self.inodes.note_links(node, linked_id)  # it got a second name elsewhere
         if node.stale_pages:
             await self._drop_stale_pages(node)
         return self._entry(node, info)
@@ -672,6 +719,7 @@ class Operations(pyfuse3.Operations):
     @_request(write=True)
     async def unlink(self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> None:
         parent, text, path = self._child_path(parent_inode, name)
+        _unvouch(parent, text)  # a file with other names keeps them, with a new link count
         # Served by inode, a file stays readable after its unlink only through a keeper (the
         # mount is not told whether it is open).
         kept = await self._keeper_for(parent, text, path) if self.files_by_inode else None
@@ -720,6 +768,8 @@ class Operations(pyfuse3.Operations):
             raise _fuse_error(errno.EINVAL)
         old_parent, old_text, src = self._child_path(parent_inode_old, name_old)
         new_parent, new_text, dst = self._child_path(parent_inode_new, name_new)
+        _unvouch(old_parent, old_text)  # a moved file's change time moves
+        _unvouch(new_parent, new_text)  # a replaced file with other names loses a link
         kept = None
         if not (exchange or noreplace) and src != dst:
             kept = await self._keeper_for(new_parent, new_text, dst)
@@ -754,8 +804,8 @@ class Operations(pyfuse3.Operations):
         self.inodes.add_name(node, parent, text)
         self.inodes.ref(node)
         node.learn(info)
-        if info.file_id is not None:
-            self.inodes.note_links(node, info.file_id)
+        if info.linked_id is not None:
+            self.inodes.note_links(node, info.linked_id)
         return self._entry(node, info)
 
     # --- files -----------------------------------------------------------------------------
@@ -778,6 +828,8 @@ class Operations(pyfuse3.Operations):
             # ESTALE makes the kernel redo the path walk once (LOOKUP_REVAL) and open what
             # the name means now.
             raise _fuse_error(errno.ESTALE)
+        if truncate:
+            node.sure = None
         file = await self.fs.open(path, write=write, truncate=truncate)
         return self._add_handle(node, file, flags)
 
@@ -856,6 +908,7 @@ class Operations(pyfuse3.Operations):
 
     async def _write(self, node: Node, file: OpenFile, off: int, buf: bytes) -> int:
         node.changed_here = node.written_here = True
+        node.sure = None
         done = 0
         view = memoryview(buf)
         while done < len(buf):
@@ -884,6 +937,7 @@ class Operations(pyfuse3.Operations):
             raise _fuse_error(errno.ENOSYS)
         handle = self.handles.file(fh)
         if handle.dirty or handle.writable:
+            handle.node.sure = None  # a buffering handle writes back
             await handle.file.flush()
             handle.dirty = False
 
@@ -894,6 +948,7 @@ class Operations(pyfuse3.Operations):
         handle = self.handles.pop_file(fh)
         if self.forwards_flush:
             self.generation += 1  # closing a buffering handle writes it back
+            handle.node.sure = None
         try:
             if not handle.shared:
                 await handle.file.close()
@@ -937,7 +992,21 @@ class Operations(pyfuse3.Operations):
     async def _snapshot(self, node: Node) -> list[tuple[str, FileInfo | None]]:
         entries: list[tuple[str, FileInfo | None]] = [(".", None), ("..", None)]
         path = self.inodes.path(node)
-        if path is not None:  # a removed directory lists as empty
+        if path is None:  # a removed directory lists as empty
+            return entries
+        if self._list_reusing is not None:
+            # What the mount vouches for is not examined again: after writes through the mount
+            # (the created file's fstat vouches for it), a listing's files need no fstatat.
+            epoch = self._epoch
+            known = {
+                name: info
+                for name, child in node.children.items()
+                if (info := child.sure) is not None
+                and info is child.info
+                and child.sure_epoch == epoch
+            }
+            entries.extend(await self._list_reusing(path, known))
+        else:
             listed = await self._list_info(path)
             entries.extend((entry.path.rpartition("/")[2], info) for entry, info in listed)
         return entries
@@ -994,6 +1063,8 @@ class Operations(pyfuse3.Operations):
             elif path is None:
                 return  # removed since the snapshot
             child = self.inodes.child(node, name, info)
+            if fresh:
+                self._vouch(child, info, listing.generation)
             if not pyfuse3.readdir_reply(
                 token, name.encode("utf-8", "surrogateescape"), self._entry(child, info), offset
             ):
@@ -1120,6 +1191,13 @@ def _runs(pages: list[int]) -> list[tuple[int, int]]:
         else:
             runs.append((page, page))
     return runs
+
+
+def _unvouch(parent: Node, name: str) -> None:
+    """The mount is about to change the file ``name`` in ``parent`` (see Operations._vouch)."""
+    node = parent.children.get(name)
+    if node is not None:
+        node.sure = None
 
 
 def _resized(info: FileInfo, size: int) -> FileInfo:

@@ -93,6 +93,11 @@ class MountOptions:
     and a store; off, a reader fetches them). A page dirtied through a shared writable ``mmap``
     and not yet written back when another process sets the times is overwritten by the tree's
     bytes: turn it off for a tree written that way.
+    ``reuse_known_attributes``: a directory listing answers a file with what the mount learned
+    of it, unexamined, while only the mount changed it since (with ``attr_timeout > 0``, and a
+    tree that can list that way: ``dir_fs``); a host file edited in place by another program
+    then shows its change once the kernel's attributes expire or a lookup asks again, as with
+    ``stat``. Off, each listing examines every entry afresh.
     """
 
     fsname: str = "agentroot"
@@ -109,6 +114,7 @@ class MountOptions:
     keep_written_pages: bool = True
     files_by_inode: bool = True
     complete_pages: bool = True
+    reuse_known_attributes: bool = True
     read_ahead_kb: int | None = 1024
     # Longest an API write waits for the kernel to drop its caches (see mountd._invalidate).
     invalidation_timeout: float = 10.0
@@ -262,6 +268,7 @@ async def serve(
             keep_written_pages=options.keep_written_pages,
             files_by_inode=options.files_by_inode,
             complete_pages=options.complete_pages,
+            reuse_known_attributes=options.reuse_known_attributes,
         )
         mount._ops = ops
         release_guard = _guard_mountpoint(target)

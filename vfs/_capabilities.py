@@ -13,6 +13,10 @@ safe default.
   ``close(2)``. The answer must not change while the tree is mounted.
 - :func:`list_info`: a directory's entries with their ``lstat``, natively when the tree has
   ``list_info``, else ``list`` plus one ``lstat`` per entry.
+- :func:`list_reusing_of`: the tree's ``list_info_reusing`` (:class:`vfs.ListsReusing`), or
+  ``None``: a listing that answers the caller's own FileInfo for files it sees unchanged.
+- :func:`open_file_info`: what an open file's ``stat`` answers (:class:`vfs.StatsOpenFile`), or
+  ``None`` where the file cannot say.
 - :func:`make_node`: ``mknod`` where the tree has it (:class:`vfs.MakesNodes`), else ``EPERM``,
   what ``mknod(2)`` answers on a file system that does not hold that type of node.
 - :func:`make_link`: ``link`` where the tree has it (:class:`vfs.MakesLinks`), else ``EPERM``,
@@ -22,12 +26,13 @@ safe default.
 from __future__ import annotations
 
 import errno
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 
 from ._errors import PathError
-from ._types import DirListing, PosixFileSystem, Special
+from ._types import DirListing, FileInfo, OpenFile, PosixFileSystem, Special
 
 ListInfo = Callable[[str], Awaitable[DirListing]]
+ListReusing = Callable[[str, Mapping[str, FileInfo]], Awaitable[list[tuple[str, FileInfo]]]]
 
 
 def buffers_writes(tree: object) -> bool:
@@ -45,6 +50,17 @@ def list_info_of(tree: PosixFileSystem) -> ListInfo:
         return await list_info(tree, prefix)
 
     return generic
+
+
+def list_reusing_of(tree: object) -> ListReusing | None:
+    """The tree's ``list_info_reusing`` (see :class:`vfs.ListsReusing`), or ``None``."""
+    return getattr(tree, "list_info_reusing", None)
+
+
+async def open_file_info(file: OpenFile) -> FileInfo | None:
+    """``file.stat()`` (see :class:`vfs.StatsOpenFile`), or ``None`` for a file without it."""
+    stat = getattr(file, "stat", None)
+    return None if stat is None else await stat()
 
 
 async def list_info(tree: PosixFileSystem, prefix: str) -> DirListing:

@@ -330,7 +330,7 @@ class CowFileSystem:
         info = await self._lower.lstat(path)
         if not info.exists:
             return _Found(path, info, None)
-        if info.file_id is not None:
+        if info.linked_id is not None:
             info = _unlinked(info)
         return _Found(path, self._touched(path, info) if self._meta.times else info, _LOWER)
 
@@ -651,7 +651,7 @@ class CowFileSystem:
                     continue
                 if real == ROOT and name == RESERVED_NAME:
                     continue
-                if info.file_id is not None:
+                if info.linked_id is not None:
                     info = _unlinked(info)
                 merged[name] = self._touched(entry.path, info) if self._meta.times else info
         base = "/" if path == ROOT else path + "/"

@@ -67,7 +67,7 @@ import os
 import stat
 import weakref
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from time import monotonic
 
 import anyio.lowlevel
@@ -130,6 +130,8 @@ from ._types import (
     Special,
 )
 from ._watch import Observers
+
+_Children = list[tuple[str, FileInfo]]  # a directory's entries by name (``list`` is a method)
 
 _MAX_LINKS = 40
 _HOST_NODE_TYPES = frozenset({"fifo", "socket"})  # never device nodes: see DirFileSystem.mknod
@@ -400,6 +402,16 @@ class DirFileSystem:
 
     async def list_info(self, prefix: str = ROOT) -> DirListing:
         path = normalize_path(prefix)
+        children = self._children(path, None)
+        base = "/" if path == ROOT else path + "/"
+        return [(DirEntry(base + name, info.kind), info) for name, info in children]
+
+    async def list_info_reusing(self, prefix: str, known: Mapping[str, FileInfo]) -> _Children:
+        # A name whose inode readdir reports unchanged takes the caller's FileInfo without an
+        # fstatat: ~1 us an entry instead of ~8 (see vfs.ListsReusing).
+        return self._children(normalize_path(prefix), known)
+
+    def _children(self, path: str, known: Mapping[str, FileInfo] | None) -> _Children:
         guard = self._guards()
         try:
             fd, canonical = self._open(path, O_DIR, guard)
@@ -410,13 +422,11 @@ class DirFileSystem:
                 return []
             raise os_error(error, path) from None
         try:
-            children = list_info_fd(fd, guard, canonical)
+            return list_info_fd(fd, guard, canonical, known)
         except OSError as error:
             raise os_error(error, path) from None
         finally:
             os.close(fd)
-        base = "/" if path == ROOT else path + "/"
-        return [(DirEntry(base + name, info.kind), info) for name, info in children]
 
     async def open(
         self,
@@ -1051,6 +1061,12 @@ class DiskFile:
 
     async def flush(self) -> None:
         self._live()  # writes went straight to the kernel: nothing is buffered here
+
+    async def stat(self) -> FileInfo:
+        try:
+            return file_info(os.fstat(self._live()))
+        except OSError as error:
+            raise os_error(error, self._path) from None
 
     async def fsync(self, datasync: bool = False) -> None:
         fd = self._live()

@@ -49,7 +49,7 @@ import stat
 import struct
 import sys
 import threading
-from collections.abc import AsyncGenerator, Callable, Generator, Iterator
+from collections.abc import AsyncGenerator, Callable, Generator, Iterator, Mapping
 from dataclasses import dataclass
 
 import anyio.lowlevel
@@ -297,7 +297,6 @@ def file_info(st: os.stat_result) -> FileInfo:
     mode = st.st_mode
     fmt = stat.S_IFMT(mode)
     special = SPECIAL_OF_TYPE_BITS.get(fmt)
-    nlink = st.st_nlink
     return FileInfo(
         _KIND_OF_TYPE.get(fmt, "file"),
         0 if special else st.st_size,
@@ -308,11 +307,11 @@ def file_info(st: os.stat_result) -> FileInfo:
         st.st_gid,
         st.st_atime_ns,
         st.st_ctime_ns,
-        nlink,
+        st.st_nlink,
         special,
         st.st_rdev if special in ("char", "block") else 0,
-        # Several names (hard links) of one host file: the device and inode say which.
-        (st.st_dev << 64 | st.st_ino) if nlink > 1 and fmt != stat.S_IFDIR else None,
+        # Which host file (names of one file share it; a replaced file gets another).
+        None if fmt == stat.S_IFDIR else st.st_dev << 64 | st.st_ino,
     )
 
 
@@ -543,7 +542,10 @@ def list_fd(fd: int, guard: GuardView | None = None, base: str = "/") -> list[tu
 
 
 def list_info_fd(
-    fd: int, guard: GuardView | None = None, base: str = "/"
+    fd: int,
+    guard: GuardView | None = None,
+    base: str = "/",
+    known: Mapping[str, FileInfo] | None = None,
 ) -> list[tuple[str, FileInfo]]:
     """The direct children of the (readable) directory ``fd`` with their ``lstat``, by name.
 
@@ -551,11 +553,13 @@ def list_info_fd(
     relative to ``fd``: nothing is resolved beyond it). Under ``guard``, hidden entries are
     dropped by the identity and tree path ``readdir`` reports, before anything is ``stat``ed, so
     the listing never touches a guarded mount. Entries that vanish meanwhile are left out.
+    An entry named in ``known`` whose inode ``readdir`` reports as that FileInfo's ``file_id``
+    answers it unexamined (see :class:`vfs.ListsReusing`).
     """
     found: list[tuple[str, FileInfo]] = []
     identities = guard.identities if guard is not None else frozenset()
     hidden_paths = guard is not None and bool(guard.tree_paths)
-    dev = os.fstat(fd).st_dev if identities else 0
+    dev = os.fstat(fd).st_dev if identities or known else 0
     with os.scandir(fd) as entries:
         for entry in entries:
             name = entry.name
@@ -563,6 +567,11 @@ def list_info_fd(
                 continue
             if hidden_paths and guard is not None and guard.hides(_join(base, name)):
                 continue
+            if known:
+                info = known.get(name)
+                if info is not None and info.file_id == dev << 64 | entry.inode():
+                    found.append((name, info))
+                    continue
             try:
                 st = entry.stat(follow_symlinks=False)
             except builtins.FileNotFoundError:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import contextvars
 import stat
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -75,8 +75,10 @@ class FileInfo:
     filled by trees that keep POSIX metadata and are ``None`` elsewhere. ``special`` says what a
     ``"file"`` is when it is not a regular file (a FIFO, a socket, a device node, made with
     ``mknod``; it reads as empty), and ``rdev`` is a device node's device number. ``file_id``
-    identifies a file that has several names (hard links; ``nlink > 1``) in trees that can say
-    so: every name of one file answers the same number (``None`` otherwise).
+    identifies the file in trees that can say so (``None`` otherwise): every name of one file
+    (hard links) answers the same number, and a file put in another's place under its name
+    answers another (``dir_fs``: the host device and inode of every non-directory; ``temp_fs``:
+    only once a file has several names). :attr:`linked_id` is it while the file has several.
     """
 
     kind: Kind
@@ -161,6 +163,15 @@ class FileInfo:
     @property
     def exists(self) -> bool:
         return self.kind != "missing"
+
+    @property
+    def linked_id(self) -> int | None:
+        """``file_id`` while the file has several names (what one inode is shared by), else
+        ``None``."""
+        nlink = self.nlink
+        if nlink is None or nlink < 2 or self.kind == "directory":
+            return None
+        return self.file_id
 
 
 # The slot descriptors of FileInfo, in field order (they bypass the frozen __setattr__).
@@ -421,6 +432,32 @@ class ListsWithInfo(Protocol):
         readdir-with-attributes, where one directory descriptor (or one node lookup) replaces a
         path resolution per entry.
         """
+        ...
+
+
+@runtime_checkable
+class ListsReusing(Protocol):
+    """A tree that lists a directory reusing attributes its caller holds (optional)."""
+
+    async def list_info_reusing(
+        self, prefix: str, known: Mapping[str, FileInfo]
+    ) -> list[tuple[str, FileInfo]]:
+        """The direct children of ``prefix`` by name, sorted, with what ``lstat`` answers, as
+        ``list_info`` does; except that an entry named in ``known`` whose ``file_id`` the tree
+        sees unchanged (without examining the file: a directory read tells it) may answer the
+        known FileInfo itself. The caller vouches that nothing else about those files changed
+        since it learned them (a mount whose own requests made every change since, and which
+        accepts the kernel's attribute caching for changes made elsewhere).
+        """
+        ...
+
+
+@runtime_checkable
+class StatsOpenFile(Protocol):
+    """An :class:`OpenFile` that can say what its file's attributes are now (optional)."""
+
+    async def stat(self) -> FileInfo:
+        """What ``lstat`` of the file answers now (``fstat``), whatever its names became."""
         ...
 
 

@@ -103,6 +103,11 @@ class Roots:
     def sample(self, kind: str) -> Path:
         return self.base(kind) / "sample"
 
+    def host(self, kind: str, path: Path) -> Path:
+        """Where ``path``, inside a host-directory kind's mount, lives on the host."""
+        hosts = {"dir_rw": "host-rw", "dir_ro": "host-ro"}
+        return self._scratch / hosts[kind] / path.relative_to(self.base(kind))
+
     def _dir(self, name: str) -> Path:
         path = self._scratch / name
         path.mkdir()

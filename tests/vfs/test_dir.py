@@ -12,6 +12,7 @@ import stat
 import tempfile
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import aclosing, contextmanager, suppress
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -687,6 +688,7 @@ def test_lstat_has_every_field(backend: str, tmp_path: Path) -> None:
             atime_ns=real.st_atime_ns,
             ctime_ns=real.st_ctime_ns,
             nlink=1,
+            file_id=real.st_dev << 64 | real.st_ino,
         )
         link = await fs.lstat("/l")
         assert (link.kind, link.size) == ("symlink", 1)
@@ -962,5 +964,72 @@ def test_fsync_stays_on_the_loop_only_for_memory_file_systems(backend: str) -> N
             finally:
                 await handle.close()
             assert await fs.read("/f") == "data"
+
+    run(backend, body)
+
+
+def test_file_id_names_the_host_file(backend: str, tmp_path: Path) -> None:
+    async def body() -> None:
+        (tmp_path / "a.txt").write_text("a")
+        (tmp_path / "sub").mkdir()
+        fs = vfs.dir_fs(str(tmp_path))
+        host = os.lstat(tmp_path / "a.txt")
+        first = await fs.lstat("/a.txt")
+        assert first.file_id == host.st_dev << 64 | host.st_ino
+        assert first.linked_id is None  # one name
+        assert (await fs.lstat("/sub")).file_id is None  # directories have no identity here
+        os.link(tmp_path / "a.txt", tmp_path / "b.txt")
+        linked = await fs.lstat("/b.txt")
+        assert linked.file_id == linked.linked_id == first.file_id
+        (tmp_path / "new.txt").write_text("new")
+        os.replace(tmp_path / "new.txt", tmp_path / "a.txt")
+        assert (await fs.lstat("/a.txt")).file_id != first.file_id  # another file now
+
+    run(backend, body)
+
+
+def test_a_listing_reuses_what_its_caller_knows_of_unreplaced_files(
+    backend: str, tmp_path: Path
+) -> None:
+    async def body() -> None:
+        for name in ("a", "b", "c"):
+            (tmp_path / name).write_text(name)
+        (tmp_path / "d").mkdir()
+        fs = vfs.dir_fs(str(tmp_path))
+        plain = [(entry.path[1:], info) for entry, info in await fs.list_info("/")]
+        assert await fs.list_info_reusing("/", {}) == plain
+        before = dict(plain)
+        # What the caller knows, told apart from what the host says by its size.
+        known = {name: replace(info, size=99) for name, info in before.items()}
+        known["gone"] = replace(before["a"], size=99)
+        os.replace(tmp_path / "b", tmp_path / "c")  # c is b's file now; b is gone
+        (tmp_path / "e").write_text("e")
+        listed = dict(await fs.list_info_reusing("/", known))
+        assert sorted(listed) == ["a", "c", "d", "e"]
+        assert listed["a"] is known["a"]  # the same file: answered unexamined
+        assert listed["c"].size == 1 and listed["c"].file_id == before["b"].file_id
+        assert listed["d"].size == before["d"].size  # no identity: examined
+        assert listed["e"].size == 1
+
+    run(backend, body)
+
+
+def test_an_open_file_says_what_its_file_is_now(backend: str, tmp_path: Path) -> None:
+    async def body() -> None:
+        fs = vfs.dir_fs(str(tmp_path))
+        file = await fs.open("/f", write=True, create=True)
+        try:
+            await file.write(0, b"hello")
+            os.rename(tmp_path / "f", tmp_path / "g")  # the descriptor still has the file
+            assert isinstance(file, vfs.StatsOpenFile)
+            info = await file.stat()
+            host = os.lstat(tmp_path / "g")
+            assert (info.size, info.mtime_ns, info.file_id) == (
+                5,
+                host.st_mtime_ns,
+                host.st_dev << 64 | host.st_ino,
+            )
+        finally:
+            await file.close()
 
     run(backend, body)
