@@ -209,10 +209,12 @@ class InodeTable:
         A node whose remembered kind differs from ``info.kind`` is detached and replaced.
         """
         node = parent.children.get(name)
+        linked_id = info.linked_id
+        if node is not None and node.info is info and node.linked_as == linked_id:
+            return node  # nothing new: a listing answered what the mount knew
         if node is not None and node.info is not None and node.info.kind != info.kind:
             self.detach(node)
             node = None
-        linked_id = info.linked_id
         if node is None:
             if linked_id is not None:  # another name of a file the table knows: its node
                 linked = self._linked.get(linked_id)

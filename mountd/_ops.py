@@ -364,6 +364,8 @@ class Operations(pyfuse3.Operations):
         if info is not None and node.info is not None and info.kind == node.info.kind:
             node.learn(info)
             self._vouch(node, info, generation)
+            if node.attrs is not None:
+                self._entry(node, info)  # brought up to date here, not in the listing
 
     def _entry(self, node: Node, info: FileInfo) -> pyfuse3.EntryAttributes:
         built = node.attrs_of
@@ -858,7 +860,8 @@ class Operations(pyfuse3.Operations):
             gid=gid,
         )
         try:
-            info = await self._lstat_existing(path)
+            # The file just opened, by its descriptor where the tree can (no path to resolve).
+            info = await open_file_info(file) or await self._lstat_existing(path)
         except BaseException:
             await file.close()
             raise
@@ -1046,6 +1049,8 @@ class Operations(pyfuse3.Operations):
         # The snapshot's attributes are as fresh as an lstat now unless something changed since
         # (readdirplus replies fill the kernel's attribute cache, so they must not be stale).
         fresh = listing.generation == self.generation
+        vouching = fresh and self._list_reusing is not None
+        epoch = self._epoch
         path = self.inodes.path(node)
         for offset, name, info in listing.entries[first:]:
             if info is None:  # "." or ".."
@@ -1063,8 +1068,9 @@ class Operations(pyfuse3.Operations):
             elif path is None:
                 return  # removed since the snapshot
             child = self.inodes.child(node, name, info)
-            if fresh:
-                self._vouch(child, info, listing.generation)
+            if vouching and listing.generation == self.generation:  # as _vouch does
+                child.sure = info
+                child.sure_epoch = epoch
             if not pyfuse3.readdir_reply(
                 token, name.encode("utf-8", "surrogateescape"), self._entry(child, info), offset
             ):
