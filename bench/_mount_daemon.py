@@ -60,14 +60,17 @@ def parse_value(text: str) -> Any:
         return text
 
 
-def mount_options(pairs: list[str]) -> Any:
+def mount_options(pairs: list[str]) -> tuple[Any, bool]:
+    """MountOptions from ``field=value`` pairs, and whether to tune the collector as ``mountd
+    mount`` does (the pseudo-field ``tune_gc``, true unless given false, for A/B runs)."""
     from mountd import MountOptions
 
     overrides = {}
     for pair in pairs:
         key, _, value = pair.partition("=")
         overrides[key] = parse_value(value)
-    return MountOptions(**overrides)
+    tune_gc = bool(overrides.pop("tune_gc", True))
+    return MountOptions(**overrides), tune_gc
 
 
 def cpu_seconds() -> float:
@@ -114,6 +117,7 @@ class Profiler:
 
 async def serve(args: argparse.Namespace, reply: io.TextIOBase) -> None:
     from mountd import mounted
+    from mountd._collector import tune_for_serving
 
     def send(message: dict[str, Any]) -> None:
         reply.write(json.dumps(message) + "\n")
@@ -129,7 +133,10 @@ async def serve(args: argparse.Namespace, reply: io.TextIOBase) -> None:
                     nursery.cancel_scope.cancel()
 
             nursery.start_soon(on_signal)
-            async with mounted(fs, args.mountpoint, mount_options(args.option)) as mount:
+            options, tune_gc = mount_options(args.option)
+            async with mounted(fs, args.mountpoint, options) as mount:
+                if tune_gc:
+                    tune_for_serving()  # as mountd mount does
                 send({"ready": True, "pid": os.getpid()})
                 stdin = trio.lowlevel.FdStream(os.dup(0))
                 buffer = b""

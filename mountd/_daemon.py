@@ -37,6 +37,7 @@ import vfs
 
 from . import Mount, MountOptions, mounted
 from . import _registry as registry
+from ._collector import tune_for_serving
 from ._control import Controller, serve_control, socket_path
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -65,6 +66,7 @@ async def serve_until_signalled(
     unmount; the mount is gone when this returns."""
     with trio.open_signal_receiver(*SIGNALS) as signals:
         async with mounted(fs, mountpoint, options) as mount:
+            tune_for_serving()  # this process exists to serve the mount
             pid = os.getpid()
             state = registry.MountState(
                 mountpoint=mountpoint,

@@ -64,6 +64,7 @@ from vfs._policy import Policy, PolicyFileSystem, policy_fs, repository_policy
 
 from . import MountOptions, mounted
 from . import _registry as registry
+from ._collector import tune_for_serving
 from ._review import (
     CHANGE_LETTERS,
     GIT_DIR,
@@ -295,6 +296,7 @@ async def _run(request: RunRequest, bwrap: str) -> int:
         with trio.open_signal_receiver(*SIGNALS) as signals:
             try:
                 async with mounted(root, mountpoint, MountOptions(fsname="agentroot-run")):
+                    tune_for_serving()  # this process exists to serve the sandbox's root
                     status = await _run_command(argv, env, signals)
             except (OSError, RuntimeError) as error:
                 raise RunFailure(
