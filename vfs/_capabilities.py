@@ -29,10 +29,10 @@ import errno
 from collections.abc import Awaitable, Callable, Mapping
 
 from ._errors import PathError
-from ._types import DirListing, FileInfo, OpenFile, PosixFileSystem, Special
+from ._types import DirListing, FileInfo, NamedListing, OpenFile, PosixFileSystem, Special
 
 ListInfo = Callable[[str], Awaitable[DirListing]]
-ListReusing = Callable[[str, Mapping[str, FileInfo]], Awaitable[list[tuple[str, FileInfo]]]]
+ListReusing = Callable[[str, Mapping[str, FileInfo]], Awaitable[NamedListing]]
 
 
 def buffers_writes(tree: object) -> bool:

@@ -124,14 +124,13 @@ from ._types import (
     FileInfo,
     GrepQuery,
     GrepResult,
+    NamedListing,
     OpenFile,
     SearchQuery,
     SearchResult,
     Special,
 )
 from ._watch import Observers
-
-_Children = list[tuple[str, FileInfo]]  # a directory's entries by name (``list`` is a method)
 
 _MAX_LINKS = 40
 _HOST_NODE_TYPES = frozenset({"fifo", "socket"})  # never device nodes: see DirFileSystem.mknod
@@ -406,12 +405,12 @@ class DirFileSystem:
         base = "/" if path == ROOT else path + "/"
         return [(DirEntry(base + name, info.kind), info) for name, info in children]
 
-    async def list_info_reusing(self, prefix: str, known: Mapping[str, FileInfo]) -> _Children:
+    async def list_info_reusing(self, prefix: str, known: Mapping[str, FileInfo]) -> NamedListing:
         # A name whose inode readdir reports unchanged takes the caller's FileInfo without an
         # fstatat: ~1 us an entry instead of ~8 (see vfs.ListsReusing).
         return self._children(normalize_path(prefix), known)
 
-    def _children(self, path: str, known: Mapping[str, FileInfo] | None) -> _Children:
+    def _children(self, path: str, known: Mapping[str, FileInfo] | None) -> NamedListing:
         guard = self._guards()
         try:
             fd, canonical = self._open(path, O_DIR, guard)

@@ -77,6 +77,7 @@ from ._types import (
     GrepQuery,
     GrepResult,
     Kind,
+    NamedListing,
     SearchQuery,
     SearchResult,
     Special,
@@ -677,6 +678,14 @@ class TempFileSystem:
         base = "/" if path == ROOT else path + "/"
         return [(DirEntry(base + name, child.kind), _info(child)) for name, child in node.listing()]
 
+    async def list_info_reusing(self, prefix: str, known: Mapping[str, FileInfo]) -> NamedListing:
+        # Each node keeps its own FileInfo until it changes: exact and cheap, so ``known`` is
+        # not needed; by name, without a DirEntry a mount would take apart again.
+        node = self._find(normalize_path(prefix))
+        if not isinstance(node, _Dir):
+            return []
+        return [(name, _info(child)) for name, child in node.listing()]
+
     async def open(
         self,
         path: str,
@@ -947,6 +956,9 @@ class TempOpenFile:
         # the buffer stays resizable.
         with memoryview(node.data) as whole, whole[offset : offset + size] as part:
             return bytes(part)
+
+    async def stat(self) -> FileInfo:
+        return _info(self._node)
 
     async def write(self, offset: int, data: bytes) -> int:
         if offset < 0:

@@ -205,6 +205,8 @@ _set_class = object.__setattr__
 MISSING = FileInfo("missing")
 
 DirListing = list[tuple[DirEntry, FileInfo]]
+NamedListing = list[tuple[str, FileInfo]]
+"""A directory's entries by name (not path), sorted, with what ``lstat`` answers for each."""
 """What ``list_info`` answers: each entry of a directory with its ``lstat``, sorted by path."""
 
 
@@ -439,9 +441,7 @@ class ListsWithInfo(Protocol):
 class ListsReusing(Protocol):
     """A tree that lists a directory reusing attributes its caller holds (optional)."""
 
-    async def list_info_reusing(
-        self, prefix: str, known: Mapping[str, FileInfo]
-    ) -> list[tuple[str, FileInfo]]:
+    async def list_info_reusing(self, prefix: str, known: Mapping[str, FileInfo]) -> NamedListing:
         """The direct children of ``prefix`` by name, sorted, with what ``lstat`` answers, as
         ``list_info`` does; except that an entry named in ``known`` whose ``file_id`` the tree
         sees unchanged (without examining the file: a directory read tells it) may answer the

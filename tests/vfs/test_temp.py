@@ -1298,3 +1298,30 @@ TempFsModel.TestCase.settings = settings(
     suppress_health_check=[HealthCheck.too_slow],
 )
 test_temp_fs_model = TempFsModel.TestCase
+
+
+def test_a_listing_by_name_answers_each_node_s_own_info(run: Runner) -> None:
+    async def body() -> None:
+        fs = temp_fs({"/d/a.txt": "a", "/d/b.txt": "bb"})
+        await fs.mkdir("/d/sub")
+        stale = vfs.FileInfo("file", size=99)
+        by_name = await fs.list_info_reusing("/d", {"a.txt": stale})
+        plain = await fs.list_info("/d")
+        assert by_name == [(entry.path.rpartition("/")[2], info) for entry, info in plain]
+        assert by_name[0][1] is not stale  # what the tree holds, whatever the caller knew
+        assert await fs.list_info_reusing("/d/a.txt", {}) == []  # a file lists as empty
+
+    run(body)
+
+
+def test_an_open_file_says_what_its_file_is_now(run: Runner) -> None:
+    async def body() -> None:
+        fs = temp_fs()
+        file = await fs.open("/f", write=True, create=True)
+        await file.write(0, b"hello")
+        await fs.rename("/f", "/g")
+        assert isinstance(file, vfs.StatsOpenFile)
+        assert await file.stat() == await fs.lstat("/g")
+        assert (await file.stat()).size == 5
+
+    run(body)
