@@ -95,9 +95,9 @@ class MountOptions:
     bytes: turn it off for a tree written that way.
     ``reuse_known_attributes``: a directory listing answers a file with what the mount learned
     of it, unexamined, while only the mount changed it since (with ``attr_timeout > 0``, and a
-    tree that can list that way: ``dir_fs``); a host file edited in place by another program
-    then shows its change once the kernel's attributes expire or a lookup asks again, as with
-    ``stat``. Off, each listing examines every entry afresh.
+    tree that can list that way: ``dir_fs``, ``temp_fs``); a host file edited in place by
+    another program then shows its change once the kernel's attributes expire or a lookup asks
+    again, as with ``stat``. Off, each listing examines every entry afresh.
     """
 
     fsname: str = "agentroot"
