@@ -5,7 +5,8 @@ A listing's files are answered from what the mount learned of them while it can 
 (``mountd._ops``, ``_vouch``) rather than examined again; every change through the mount must
 forget what it changes (a write's new times, a link or unlink's link count, a rename's change
 time). Hypothesis draws the differential test's operations (descriptors held across steps,
-links, renames over files, truncations); after the steps it marks, and at the end, every entry is
+links, renames over files, truncations), and as often writes that keep a file's size and
+creations beside it; after the steps it marks, and at the end, every entry is
 listed through the mount (a READDIRPLUS whenever the kernel dropped the directory's listing) and
 stated, and compared with ``lstat`` of the host file: everything but the access time (reads
 through the mount move the host's; the kernel keeps its own) and the inode numbers. Not after
@@ -25,7 +26,7 @@ from hypothesis import strategies as st
 
 from .conftest import Roots
 from .syscalls import outcome
-from .test_differential import MAX_EXAMPLES, SEED, Op, Place, operations
+from .test_differential import MAX_EXAMPLES, PATHS, SEED, Create, Op, Place, Write, operations
 
 pytestmark = [pytest.mark.mount, pytest.mark.timeout(300)]
 
@@ -47,12 +48,24 @@ def shown(base: Path) -> dict[str, tuple[int, ...]]:
     return found
 
 
+# Changes that keep a file's size (its times move, nothing else): the ones a listing answering
+# from before would hide; drawn as often as all the differential test's operations together,
+# with creations that change their directory (so the kernel lists it again).
+in_place = st.builds(
+    Write, st.sampled_from(("b", "a/a")), st.sampled_from((0, 1)), st.binary(min_size=1, max_size=3)
+)
+new_names = st.builds(
+    Create, st.sampled_from(PATHS), st.just(False), st.just(False), st.just(0o644)
+)
+steps_drawn = st.one_of(operations, in_place, new_names)
+
+
 @settings(
     max_examples=MAX_EXAMPLES,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
-@given(steps=st.lists(st.tuples(operations, st.integers(0, 3)), min_size=1, max_size=25))
+@given(steps=st.lists(st.tuples(steps_drawn, st.integers(0, 3)), min_size=1, max_size=25))
 def test_the_mount_shows_the_host_attributes(roots: Roots, steps: list[tuple[Op, int]]) -> None:
     mounted = roots.fresh("dir_rw")
     host = roots.host("dir_rw", mounted)
