@@ -178,7 +178,12 @@ def _request(*, write: bool = False) -> Callable[[_F], _F]:
         @functools.wraps(handler)
         async def changing(self: Operations, *args: Any) -> Any:
             self.counters[op] += 1
-            if self._created is not None and op != "write":
+            created = self._created
+            # A WRITE goes through it; so may a SETATTR of its own inode (tar sets each file's
+            # times after writing it: the file is let go of, and learned, once, after that).
+            if created is not None and not (
+                op == "write" or (op == "setattr" and args[0] == created.node.ino)
+            ):
                 await self._close_created()
             # Before and after: a listing snapshot taken while this runs is not trusted later.
             self.generation += 1
@@ -266,8 +271,9 @@ class Operations(pyfuse3.Operations):
         )
         # Served by inode, the file a CREATE opened stays open for the WRITEs that follow it,
         # as the creator's descriptor would (no reopen by path per WRITE: on dir_fs that is an
-        # openat2, an fstat and a close). Closed by any other changing request, by a change
-        # from elsewhere, when the kernel forgets the inode, and at unmount.
+        # openat2, an fstat and a close). Closed by any other changing request (but a SETATTR of
+        # the file itself), by a change from elsewhere, when the kernel forgets the inode, and
+        # at unmount.
         self._created: _Created | None = None
         self._created_stale = False
 

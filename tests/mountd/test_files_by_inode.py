@@ -168,6 +168,39 @@ def test_writes_after_a_create_reach_the_created_file_when_the_host_replaces_its
     trio.run(main)
 
 
+def test_the_created_file_stays_open_when_its_times_are_set_and_is_learned_when_let_go(
+    tmp_path: Path,
+) -> None:
+    """tar writes a file, then sets its times: the SETATTR of the created file itself keeps it
+    open, and when the next create lets go of it, the mount learns the file from its descriptor
+    (vouched for: the next listing answers it unexamined, with the host's own times)."""
+    host = tmp_path / "host"
+    host.mkdir()
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+
+    def write_then_set_times() -> None:
+        (mnt / "first.txt").write_bytes(b"")  # the mount's first close: its one FLUSH
+        (mnt / "a.txt").write_bytes(b"tar's bytes")
+        os.utime(mnt / "a.txt", ns=(1_000_000_000, 2_000_000_000))
+
+    async def main() -> None:
+        async with mounted(vfs.dir_fs(str(host)), mnt, MountOptions()) as mount:
+            ops: Any = mount._ops
+            await trio.to_thread.run_sync(write_then_set_times)
+            kept = ops._created
+            assert kept is not None and kept.node.name == "a.txt"  # still open
+            await trio.to_thread.run_sync((mnt / "b.txt").write_bytes, b"next")
+            node = kept.node
+            assert ops._created.node is not node
+            assert node.sure is node.info
+            assert node.info.mtime_ns == os.lstat(host / "a.txt").st_mtime_ns == 2_000_000_000
+            shown = await trio.to_thread.run_sync(os.lstat, mnt / "a.txt")
+            assert shown.st_mtime_ns == 2_000_000_000
+
+    trio.run(main)
+
+
 def test_writes_after_a_create_follow_the_name_once_the_api_changed_the_tree(
     tmp_path: Path,
 ) -> None:
