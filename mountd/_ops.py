@@ -49,6 +49,10 @@ Decisions a reader may question:
   ``mountd._handles.Offsets``. The kernel then caches directories without a time too (an
   eight-verb tree mounted inside a union): their listing is dropped as soon as the kernel has
   read it whole (``drop_cache``), so it is read afresh next time, as through a handle.
+  Where the tree can (``vfs.ListsReusing``), a listing answers the files the mount vouches for
+  without examining them again (``_vouch``: what the tree just said, or a created file's own
+  ``fstat`` when the mount lets go of it; forgotten by every request that may change it, and
+  all at once by a change reported from elsewhere).
 - The kernel attributes built for a node are kept on the node with the ``FileInfo`` they came
   from and reused while the tree answers an equal ``FileInfo``.
 - ``fsync`` is always forwarded; answering ENOSYS would make every later fsync a silent no-op.
