@@ -1059,8 +1059,6 @@ class Operations(pyfuse3.Operations):
         # The snapshot's attributes are as fresh as an lstat now unless something changed since
         # (readdirplus replies fill the kernel's attribute cache, so they must not be stale).
         fresh = listing.generation == self.generation
-        vouching = fresh and self._list_reusing is not None
-        epoch = self._epoch
         path = self.inodes.path(node)
         for offset, name, info in listing.entries[first:]:
             if info is None:  # "." or ".."
@@ -1078,9 +1076,8 @@ class Operations(pyfuse3.Operations):
             elif path is None:
                 return  # removed since the snapshot
             child = self.inodes.child(node, name, info)
-            if vouching and listing.generation == self.generation:  # as _vouch does
-                child.sure = info
-                child.sure_epoch = epoch
+            if fresh:
+                self._vouch(child, info, listing.generation)
             if not pyfuse3.readdir_reply(
                 token, name.encode("utf-8", "surrogateescape"), self._entry(child, info), offset
             ):

@@ -672,16 +672,16 @@ class TempFileSystem:
 
     async def list_info(self, prefix: str = ROOT) -> DirListing:
         path = normalize_path(prefix)
-        node = self._find(path)
-        if not isinstance(node, _Dir):
-            return []
         base = "/" if path == ROOT else path + "/"
-        return [(DirEntry(base + name, child.kind), _info(child)) for name, child in node.listing()]
+        return [(DirEntry(base + name, info.kind), info) for name, info in self._children(path)]
 
     async def list_info_reusing(self, prefix: str, known: Mapping[str, FileInfo]) -> NamedListing:
         # Each node keeps its own FileInfo until it changes: exact and cheap, so ``known`` is
         # not needed; by name, without a DirEntry a mount would take apart again.
-        node = self._find(normalize_path(prefix))
+        return self._children(normalize_path(prefix))
+
+    def _children(self, path: str) -> NamedListing:
+        node = self._find(path)
         if not isinstance(node, _Dir):
             return []
         return [(name, _info(child)) for name, child in node.listing()]
