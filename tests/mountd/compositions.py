@@ -44,6 +44,13 @@ def dir_ro(host: Path) -> object:
     return vfs.dir_fs(str(host), read_only=True)
 
 
+def cow(host: Path) -> object:
+    """``mountd mount``'s default tree at ``/``: ``host`` under copy-on-write, in memory."""
+    import vfs
+
+    return vfs.cow_fs(vfs.dir_fs(str(host)))
+
+
 def union(host: Path) -> object:
     import vfs
 

@@ -10,6 +10,9 @@ names where that path lives:
 - ``temp``: ``temp_fs()``; ``dir_rw`` / ``dir_ro``: ``dir_fs`` over a host directory;
 - ``union`` / ``union_host``: one mount of ``union_fs({"/": temp_fs(), "/host": dir_fs(host)})``,
   worked in under ``/`` and under ``/host`` respectively;
+- ``cow`` / ``cow_lower``: one mount of ``cow_fs(dir_fs(host))`` (``mountd mount``'s default
+  tree), worked in through the mount (directories the upper layer makes) and in directories made
+  on the host before the test (the lower layer's: every change copies up or whites out);
 - ``overlay``: ``overlay_fs`` of read-only layers (read checks only).
 
 Mounting is expensive, so each kind is set up once per session, on first use, and torn down at
@@ -38,7 +41,7 @@ from . import compositions, trees
 
 # temp_handles: temp_fs with OPEN/RELEASE and file handles (MountOptions(files_by_inode=False)),
 # what a tree that buffers writes, or a stock pyfuse3, always gets.
-RW_KINDS = ("tmpfs", "temp", "temp_handles", "dir_rw", "union", "union_host")
+RW_KINDS = ("tmpfs", "temp", "temp_handles", "dir_rw", "union", "union_host", "cow", "cow_lower")
 RO_KINDS = ("tmpfs_ro", "dir_ro", "overlay")
 REFERENCE_KINDS = frozenset({"tmpfs", "tmpfs_ro"})
 
@@ -95,10 +98,22 @@ class Roots:
         return self._bases[kind]
 
     def fresh(self, kind: str) -> Path:
-        """A new empty directory inside a writable kind, made through it."""
+        """A new empty directory inside a writable kind, made through it (for ``cow_lower``,
+        made on the host: a directory of the lower layer)."""
+        if kind == "cow_lower":
+            return self.fresh_lower()[1]
         path = self.base(kind) / "work" / f"t{next(self._counter)}"
         path.mkdir(parents=True)
         return path
+
+    def fresh_lower(self) -> tuple[Path, Path]:
+        """A new empty directory of the ``cow`` mount's lower layer: where it is on the host (to
+        fill behind the mount), and where it shows through the mount."""
+        base = self.base("cow")
+        name = f"t{next(self._counter)}"
+        host = self._scratch / "host-cow" / "lower-work" / name
+        host.mkdir(parents=True)
+        return host, base / "lower-work" / name
 
     def sample(self, kind: str) -> Path:
         return self.base(kind) / "sample"
@@ -150,6 +165,12 @@ class Roots:
             return _with_sample(self._mount(functools.partial(compositions.union, host), "union"))
         if kind == "union_host":
             return _with_sample(self.base("union") / "host")
+        if kind == "cow":
+            host = self._dir("host-cow")
+            _with_sample(host)  # in the lower layer
+            return self._mount(functools.partial(compositions.cow, host), "cow")
+        if kind == "cow_lower":
+            return self.base("cow")
         if kind == "overlay":
             lower, upper = self._dir("overlay-lower"), self._dir("overlay-upper")
             compositions.fill_overlay_layers(lower, upper)

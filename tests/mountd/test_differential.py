@@ -18,7 +18,9 @@ The one allowed difference: RENAME_EXCHANGE may be refused with EINVAL by a moun
 allows it); then it is not applied to the reference either, so the trees stay comparable.
 
 One mount per session (the ``roots`` fixture); each example starts by emptying both working
-directories through their own filesystem.
+directories through their own filesystem and seeding them, except on ``cow_lower``: there each
+example gets a new directory of the copy-on-write mount's lower layer, seeded on the host, so
+its steps change lower files and directories (copy-up, whiteouts, renames of lower entries).
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ pytestmark = pytest.mark.timeout(120)
 NAMES = ("a", "b", "c")
 PATHS = NAMES + tuple(f"{x}/{y}" for x in NAMES[:2] for y in NAMES)
 MODES = (0o644, 0o600, 0o755, 0o700, 0o000, 0o777, 0o4755)
-DIFF_KINDS = ("tmpfs", "temp", "temp_handles", "dir_rw", "union", "union_host")
+DIFF_KINDS = ("tmpfs", "temp", "temp_handles", "dir_rw", "union", "union_host", "cow", "cow_lower")
 # CI runs a bounded number; soak locally with e.g. AGENTROOT_DIFF_EXAMPLES=2000.
 MAX_EXAMPLES = int(os.environ.get("AGENTROOT_DIFF_EXAMPLES", "60"))
 
@@ -395,14 +397,25 @@ SEED: tuple[Op, ...] = (
 )
 
 
-def check_same(mounted: Path, reference: Path, steps: list[Op]) -> None:
-    empty(mounted)
-    empty(reference)
-    places = Place(mounted), Place(reference)
+def seed(base: Path) -> None:
+    place = Place(base)
     try:
         for op in SEED:
-            for place in places:
-                op.run(place)
+            op.run(place)
+    finally:
+        place.close_all()
+
+
+def check_same(mounted: Path, reference: Path, steps: list[Op], *, seeded: bool = False) -> None:
+    """``steps`` give the same outcomes in ``mounted`` and ``reference``, each emptied and seeded
+    first (``mounted`` is left as it is when ``seeded``: filled behind the mount)."""
+    if not seeded:
+        empty(mounted)
+        seed(mounted)
+    empty(reference)
+    seed(reference)
+    places = Place(mounted), Place(reference)
+    try:
         for i, op in enumerate(steps):
             got = outcome(_bound(op, places[0]))
             if isinstance(op, Rename) and op.flags == RENAME_EXCHANGE and got == ("err", "EINVAL"):
@@ -419,10 +432,25 @@ def _bound(op: Op, at: Place) -> Callable[[], object]:
     return lambda: op.run(at)
 
 
+Workplace = Callable[[], tuple[Path, bool]]
+
+
 @pytest.fixture(params=kind_params(DIFF_KINDS))
-def pair(request: pytest.FixtureRequest, roots: Roots) -> tuple[Path, Path]:
-    """A working directory in the kind under test and one on the tmpfs reference."""
-    return roots.fresh(request.param), roots.fresh("tmpfs")
+def pair(request: pytest.FixtureRequest, roots: Roots) -> tuple[Workplace, Path]:
+    """Where each example works in the kind under test (a directory, and whether it is seeded
+    already), and a working directory on the tmpfs reference."""
+    reference = roots.fresh("tmpfs")
+    if request.param == "cow_lower":
+        # A new directory of the lower layer per example, seeded on the host: every step meets
+        # lower files and directories (copy-up, whiteouts), and none inherits the last one's.
+        def lower() -> tuple[Path, bool]:
+            host, mounted = roots.fresh_lower()
+            seed(host)
+            return mounted, True
+
+        return lower, reference
+    mounted = roots.fresh(request.param)
+    return (lambda: (mounted, False)), reference
 
 
 @settings(
@@ -431,9 +459,10 @@ def pair(request: pytest.FixtureRequest, roots: Roots) -> tuple[Path, Path]:
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(steps=st.lists(operations, min_size=1, max_size=30))
-def test_same_results_as_tmpfs(pair: tuple[Path, Path], steps: list[Op]) -> None:
-    mounted, reference = pair
-    check_same(mounted, reference, steps)
+def test_same_results_as_tmpfs(pair: tuple[Workplace, Path], steps: list[Op]) -> None:
+    workplace, reference = pair
+    mounted, seeded = workplace()
+    check_same(mounted, reference, steps, seeded=seeded)
 
 
 def test_namespace_sanity(roots: Roots) -> None:
