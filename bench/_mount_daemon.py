@@ -3,7 +3,7 @@
 
 Theory of operation
 - ``_mount_daemon.py KIND MOUNTPOINT [--backing DIR]`` builds the tree (``temp``: ``temp_fs()``;
-  ``dir``: ``dir_fs(DIR)``), mounts it with ``mountd.mounted`` and prints ``{"ready": true}`` once
+  ``dir``: ``dir_fs(DIR)``; ``cow``: ``cow_fs(dir_fs(DIR))``), mounts it with ``mountd.mounted`` and prints ``{"ready": true}`` once
   the mount is live. One process serves one mount (pyfuse3 keeps its session in module globals).
 - Then it answers one JSON line per command line read from stdin:
   ``stats`` -> ``{"counters": {op: count}, "cpu": seconds}`` (the mount's FUSE request counters
@@ -50,6 +50,10 @@ def build_tree(kind: str, backing: str | None) -> Any:
         if backing is None:
             sys.exit("dir needs --backing")
         return vfs.dir_fs(backing)
+    if kind == "cow":  # what `mountd mount` serves at / by default: changes in memory
+        if backing is None:
+            sys.exit("cow needs --backing")
+        return vfs.cow_fs(vfs.dir_fs(backing))
     sys.exit(f"unknown tree kind {kind!r}")
 
 
@@ -167,7 +171,7 @@ async def serve(args: argparse.Namespace, reply: io.TextIOBase) -> None:
 
 def main() -> int:
     p = argparse.ArgumentParser()
-    p.add_argument("kind", choices=("temp", "dir"))
+    p.add_argument("kind", choices=("temp", "dir", "cow"))
     p.add_argument("mountpoint")
     p.add_argument("--backing")
     p.add_argument("--parent", type=int, required=True)

@@ -220,7 +220,9 @@ class CowFileSystem:
         try:
             return self._lock_var.get()
         except LookupError:
-            lock = anyio.Lock()
+            # No checkpoint when the lock is free, the usual case: every change through a mount
+            # of this tree takes it, and a checkpoint is a round of the event loop each.
+            lock = anyio.Lock(fast_acquire=True)
             self._lock_var.set(lock)
             return lock
 

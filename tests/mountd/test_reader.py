@@ -14,6 +14,7 @@ from pathlib import Path
 import pyfuse3
 import pytest
 import trio
+import trio.testing
 
 import vfs
 from mountd import MountOptions, mounted, serve
@@ -181,6 +182,53 @@ def test_a_reader_told_not_to_spin_never_does() -> None:
             os.read(read_end, 1)
             assert not reader._next_soon()  # select's wait, no poll before it
             assert reader._spin == 0.0
+
+    try:
+        trio.run(main)
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+
+
+def test_no_worker_waits_outside_trio_while_another_handles_a_request() -> None:
+    """A handler that awaits (a lock's checkpoint, a thread) lets other tasks run; a worker that
+    takes the read role meanwhile must wait for the next request through trio. Waiting outside
+    it (polling, select) would hold the handler up too, and the client waits for its answer, so
+    no request comes: copy-on-write mounts, whose changes take a lock, spent ~0.7 ms so per
+    request. A pipe stands in for the device."""
+    read_end, write_end = os.pipe()
+    outside: list[str] = []
+
+    async def main() -> None:
+        async with trio.open_nursery() as nursery:
+            reader = Reader(read_end, nursery, max_tasks=1, spin=SPIN_START)
+
+            def next_soon() -> bool:
+                outside.append(trio.lowlevel.current_task().name)
+                return False  # nothing came: the worker goes on to wait through trio
+
+            reader._next_soon = next_soon  # type: ignore[method-assign]
+
+            async def send(data: bytes) -> None:
+                await trio.testing.wait_all_tasks_blocked()
+                os.write(write_end, data)
+
+            # Alone, a worker may wait outside trio first (the fast path).
+            nursery.start_soon(send, b"1")
+            assert await reader.wait()
+            assert len(outside) == 1
+            os.read(read_end, 1)  # ... and now handles request 1
+            served = trio.Event()
+
+            async def second_worker() -> None:
+                assert await reader.wait()
+                served.set()
+
+            nursery.start_soon(second_worker, name="second")
+            nursery.start_soon(send, b"2")
+            await served.wait()
+            assert len(outside) == 1  # the second worker waited through trio
+            os.read(read_end, 1)
 
     try:
         trio.run(main)
