@@ -705,7 +705,8 @@ class DirFileSystem:
         try:
             fd = openat2(self._root, path[1:], O_PATH | os.O_DIRECTORY, 0, resolve)
         except OSError as error:
-            if error.errno in (errno.ELOOP, errno.EXDEV, errno.EAGAIN):
+            # ENAMETOOLONG: past PATH_MAX, which a mount's tree paths may be (see _open)
+            if error.errno in (errno.ELOOP, errno.EXDEV, errno.EAGAIN, errno.ENAMETOOLONG):
                 return None
             raise
         checks = False
@@ -793,6 +794,10 @@ class DirFileSystem:
                         continue  # a rename raced with the lookup
                     if guard is not None and error.errno in (errno.EXDEV, errno.ELOOP):
                         break  # crosses a mount or a symlink: walk it by hand, checking
+                    if error.errno == errno.ENAMETOOLONG:
+                        # Past PATH_MAX: a mount hands over names one directory at a time,
+                        # so its tree paths can be longer than any one syscall takes.
+                        break
                     raise
         return self._walk(path, flags, guard, follow, mode)
 

@@ -369,6 +369,41 @@ def test_truncate_to_absurd_size_fails_fast(rw_root: Root, how: str) -> None:
         assert path.read_bytes() == b"keep"
 
 
+def test_a_tree_deeper_than_path_max_works_by_descriptors(rw_root: Root) -> None:
+    """Programs walk a tree deeper than PATH_MAX by descriptors (``*at`` calls, chdir), and the
+    mount gets one name at a time; the tree's own paths then run past 4,096 bytes, and every
+    change must still work there (pjdfstest's ENAMETOOLONG tests, run in a subdirectory of the
+    default mount, failed their rmdir)."""
+    segments = [f"{i:03d}" + "d" * 200 for i in range(22)]  # 4,510 bytes below the test's root
+    fds = [os.open(rw_root.path, os.O_RDONLY | os.O_DIRECTORY)]
+    try:
+        for segment in segments:
+            os.mkdir(segment, 0o755, dir_fd=fds[-1])
+            fds.append(os.open(segment, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fds[-1]))
+        deep = fds[-1]
+        fd = os.open("f", os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644, dir_fd=deep)
+        try:
+            os.write(fd, b"deep")
+        finally:
+            os.close(fd)
+        os.rename("f", "g", src_dir_fd=deep, dst_dir_fd=deep)
+        os.chmod("g", 0o600, dir_fd=deep)
+        info = os.stat("g", dir_fd=deep)
+        assert (info.st_size, stat.S_IMODE(info.st_mode)) == (4, 0o600)
+        os.mkdir("sub", 0o700, dir_fd=deep)
+        assert sorted(os.listdir(deep)) == ["g", "sub"]
+        os.rmdir("sub", dir_fd=deep)
+        os.unlink("g", dir_fd=deep)
+        assert os.listdir(deep) == []
+        for depth in range(len(segments), 0, -1):
+            os.close(fds.pop())
+            os.rmdir(segments[depth - 1], dir_fd=fds[-1])
+        assert os.listdir(rw_root.path) == []
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
 def test_mkdir_rmdir(rw_root: Root) -> None:
     d = rw_root.path / "d"
     os.mkdir(d)

@@ -1033,3 +1033,43 @@ def test_an_open_file_says_what_its_file_is_now(backend: str, tmp_path: Path) ->
             await file.close()
 
     run(backend, body)
+
+
+@pytest.mark.parametrize("use_openat2", RESOLVERS)
+def test_paths_longer_than_path_max_work_segment_by_segment(
+    backend: str, tmp_path: Path, use_openat2: bool
+) -> None:
+    """A mount hands the tree names one directory at a time, so a tree path may run past
+    PATH_MAX (4,096) even though no program ever passed one that long (it chdir'd on the way).
+    Every operation must work there as anywhere, never with ENAMETOOLONG."""
+    segments = [f"{i:03d}" + "d" * 200 for i in range(22)]  # 204 bytes each: 4,510 in all
+    deep = "/" + "/".join(segments)
+    host = tmp_path / "root"
+    host.mkdir()
+    here = os.open(host, os.O_PATH)  # built on the host by descriptors, as PATH_MAX requires
+    try:
+        for name in segments:
+            os.mkdir(name, dir_fd=here)
+            below = os.open(name, os.O_PATH, dir_fd=here)
+            os.close(here)
+            here = below
+    finally:
+        os.close(here)
+    tree = DirFileSystem(str(host), use_openat2=use_openat2)
+
+    async def main() -> None:
+        assert len(deep) > 4096
+        assert (await tree.lstat(deep)).kind == "directory"
+        await tree.mkdir(deep + "/sub")
+        await tree.write(deep + "/sub/file.txt", "deep")
+        assert await tree.read(deep + "/sub/file.txt") == "deep"
+        assert [info.kind for _, info in await tree.list_info(deep + "/sub")] == ["file"]
+        await tree.rename(deep + "/sub/file.txt", deep + "/moved.txt")
+        assert (await tree.lstat(deep + "/moved.txt")).size == 4
+        await tree.setattr(deep + "/moved.txt", mode=0o600)
+        await tree.unlink(deep + "/moved.txt")
+        assert not (await tree.lstat(deep + "/moved.txt")).exists
+        await tree.rmdir(deep + "/sub")
+        assert not (await tree.lstat(deep + "/sub")).exists
+
+    run(backend, main)
