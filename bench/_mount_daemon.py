@@ -3,8 +3,9 @@
 
 Theory of operation
 - ``_mount_daemon.py KIND MOUNTPOINT [--backing DIR]`` builds the tree (``temp``: ``temp_fs()``;
-  ``dir``: ``dir_fs(DIR)``; ``cow``: ``cow_fs(dir_fs(DIR))``), mounts it with ``mountd.mounted`` and prints ``{"ready": true}`` once
-  the mount is live. One process serves one mount (pyfuse3 keeps its session in module globals).
+  ``dir``: ``dir_fs(DIR)``; ``cow``: ``cow_fs(dir_fs(DIR))``), mounts it with
+  ``mountd.mounted`` and prints ``{"ready": true}`` once the mount is live. One process serves
+  one mount (pyfuse3 keeps its session in module globals).
 - Then it answers one JSON line per command line read from stdin:
   ``stats`` -> ``{"counters": {op: count}, "cpu": seconds}`` (the mount's FUSE request counters
   and this process's user+system CPU time, threads included); ``profile-start`` and

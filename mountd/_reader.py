@@ -92,7 +92,7 @@ class Reader:
         self._closed = False
         self._streak = 0
         # The workers handling a request (between a wait that returned True and their next
-        # wait): while one is, waiting outside trio would hold it up (see _next_soon).
+        # wait): while one is, waiting outside trio would hold it up (see the module docstring).
         self._handling: set[trio.lowlevel.Task] = set()
 
     async def wait(self) -> bool:
