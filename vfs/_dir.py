@@ -129,6 +129,7 @@ from ._types import (
     SearchQuery,
     SearchResult,
     Special,
+    dir_listing,
 )
 from ._watch import Observers
 
@@ -401,9 +402,7 @@ class DirFileSystem:
 
     async def list_info(self, prefix: str = ROOT) -> DirListing:
         path = normalize_path(prefix)
-        children = self._children(path, None)
-        base = "/" if path == ROOT else path + "/"
-        return [(DirEntry(base + name, info.kind), info) for name, info in children]
+        return dir_listing(path, self._children(path, None))
 
     async def list_info_reusing(self, prefix: str, known: Mapping[str, FileInfo]) -> NamedListing:
         # A name whose inode readdir reports unchanged takes the caller's FileInfo without an

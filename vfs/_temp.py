@@ -81,6 +81,7 @@ from ._types import (
     SearchQuery,
     SearchResult,
     Special,
+    dir_listing,
 )
 from ._watch import Observers
 
@@ -672,8 +673,7 @@ class TempFileSystem:
 
     async def list_info(self, prefix: str = ROOT) -> DirListing:
         path = normalize_path(prefix)
-        base = "/" if path == ROOT else path + "/"
-        return [(DirEntry(base + name, info.kind), info) for name, info in self._children(path)]
+        return dir_listing(path, self._children(path))
 
     async def list_info_reusing(self, prefix: str, known: Mapping[str, FileInfo]) -> NamedListing:
         # Each node keeps its own FileInfo until it changes: exact and cheap, so ``known`` is

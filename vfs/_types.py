@@ -205,9 +205,15 @@ _set_class = object.__setattr__
 MISSING = FileInfo("missing")
 
 DirListing = list[tuple[DirEntry, FileInfo]]
+"""What ``list_info`` answers: each entry of a directory with its ``lstat``, sorted by path."""
 NamedListing = list[tuple[str, FileInfo]]
 """A directory's entries by name (not path), sorted, with what ``lstat`` answers for each."""
-"""What ``list_info`` answers: each entry of a directory with its ``lstat``, sorted by path."""
+
+
+def dir_listing(path: str, named: NamedListing) -> DirListing:
+    """The :data:`DirListing` of directory ``path`` (normalized) from its entries by name."""
+    base = "/" if path == "/" else path + "/"
+    return [(DirEntry(base + name, info.kind), info) for name, info in named]
 
 
 @dataclass(frozen=True, slots=True)
