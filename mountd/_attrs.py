@@ -7,7 +7,9 @@ the rest ``None``. :class:`AttrPolicy` fills the gaps the same way for every ent
 
 - type bits from ``kind`` (and ``special``: a FIFO, socket or device node, with its ``rdev``);
   permission bits from ``mode``, else 0644 (file), 0755 (directory), 0777 (symlink);
-- ``uid``/``gid`` from the tree, else the mount owner's;
+- ``uid``/``gid`` from the tree, else the mount owner's; an :class:`OwnerMap` shows one owner of
+  the tree as another user (``mountd run``: the project's owner as the sandbox's user) and
+  records that user's new entries as the tree's owner;
 - times in nanoseconds: ``mtime_ns``; ``atime_ns`` and ``ctime_ns`` default to it;
 - ``nlink`` from the tree, else 2 for a directory and 1 otherwise (0 for a detached inode, as
   ``fstat`` of an unlinked file shows);
@@ -39,14 +41,46 @@ _DEFAULT_MODE = {"file": 0o644, "directory": 0o755, "symlink": 0o777}
 
 
 @dataclass(frozen=True)
+class OwnerMap:
+    """The tree's owner ``tree_uid``/``tree_gid`` appears through the mount as ``uid``/``gid``,
+    and what that user creates or chowns to is recorded as the tree's owner. Only that one
+    pair moves: every other owner shows as it is."""
+
+    tree_uid: int
+    tree_gid: int
+    uid: int
+    gid: int
+
+    def shown(self, uid: int, gid: int) -> tuple[int, int]:
+        return (
+            self.uid if uid == self.tree_uid else uid,
+            self.gid if gid == self.tree_gid else gid,
+        )
+
+    def stored_uid(self, uid: int) -> int:
+        return self.tree_uid if uid == self.uid else uid
+
+    def stored_gid(self, gid: int) -> int:
+        return self.tree_gid if gid == self.gid else gid
+
+
+@dataclass(frozen=True)
 class AttrPolicy:
-    """How one mount fills attributes (defaults and cache timeouts)."""
+    """How one mount fills attributes (defaults, owners and cache timeouts)."""
 
     uid: int
     gid: int
     entry_timeout: float = 300.0
     attr_timeout: float = 300.0
     negative_timeout: float = 300.0
+    owners: OwnerMap | None = None
+
+    def stored_uid(self, uid: int) -> int:
+        """The owner the tree records for a caller (or a chown) with ``uid``."""
+        return uid if self.owners is None else self.owners.stored_uid(uid)
+
+    def stored_gid(self, gid: int) -> int:
+        return gid if self.owners is None else self.owners.stored_gid(gid)
 
     def entry(self, ino: int, info: FileInfo, *, detached: bool = False) -> pyfuse3.EntryAttributes:
         """The kernel's view of ``info`` as inode ``ino``."""
@@ -69,8 +103,12 @@ class AttrPolicy:
             attrs.st_nlink = info.nlink
         else:
             attrs.st_nlink = 2 if kind == "directory" else 1
-        attrs.st_uid = self.uid if info.uid is None else info.uid
-        attrs.st_gid = self.gid if info.gid is None else info.gid
+        uid = self.uid if info.uid is None else info.uid
+        gid = self.gid if info.gid is None else info.gid
+        if self.owners is not None:
+            uid, gid = self.owners.shown(uid, gid)
+        attrs.st_uid = uid
+        attrs.st_gid = gid
         attrs.st_rdev = info.rdev
         size = max(0, info.size)
         attrs.st_size = size

@@ -328,8 +328,8 @@ class Operations(pyfuse3.Operations):
         if info is None:
             info = await self.fs.lstat(parent_path(path))
         if info.mode is not None and info.mode & stat.S_ISGID and info.kind == "directory":
-            return (ctx.gid if info.gid is None else info.gid), True
-        return ctx.gid, False
+            return (self.attrs.stored_gid(ctx.gid) if info.gid is None else info.gid), True
+        return self.attrs.stored_gid(ctx.gid), False
 
     def tree_changed(self, change: Change) -> None:
         """The tree reported a change: listings must look again; and when it came from
@@ -572,9 +572,9 @@ class Operations(pyfuse3.Operations):
         if fields.update_mode:
             changes["mode"] = attr.st_mode & 0o7777
         if fields.update_uid:
-            changes["uid"] = attr.st_uid
+            changes["uid"] = self.attrs.stored_uid(attr.st_uid)
         if fields.update_gid:
-            changes["gid"] = attr.st_gid
+            changes["gid"] = self.attrs.stored_gid(attr.st_gid)
         if fields.update_atime:
             changes["atime_ns"] = attr.st_atime_ns
         if fields.update_mtime:
@@ -696,7 +696,7 @@ class Operations(pyfuse3.Operations):
                 special,
                 mode=mode & ~ctx.umask & 0o7777,
                 rdev=rdev,
-                uid=ctx.uid,
+                uid=self.attrs.stored_uid(ctx.uid),
                 gid=gid,
             )
             info = await self._lstat_existing(path)
@@ -710,7 +710,7 @@ class Operations(pyfuse3.Operations):
             create=True,
             exclusive=True,
             mode=mode & ~ctx.umask & 0o7777,
-            uid=ctx.uid,
+            uid=self.attrs.stored_uid(ctx.uid),
             gid=gid,
         )
         await file.close()
@@ -724,7 +724,12 @@ class Operations(pyfuse3.Operations):
         parent, text, path = self._child_path(parent_inode, name)
         gid, setgid = await self._new_group(parent, path, ctx)
         mode = mode & ~ctx.umask & 0o7777
-        await self.fs.mkdir(path, mode | stat.S_ISGID if setgid else mode, uid=ctx.uid, gid=gid)
+        await self.fs.mkdir(
+            path,
+            mode | stat.S_ISGID if setgid else mode,
+            uid=self.attrs.stored_uid(ctx.uid),
+            gid=gid,
+        )
         info = await self._lstat_existing(path)
         return self._entry(self.inodes.remember(parent, text, info), info)
 
@@ -759,7 +764,9 @@ class Operations(pyfuse3.Operations):
     ) -> pyfuse3.EntryAttributes:
         parent, text, path = self._child_path(parent_inode, name)
         gid, _ = await self._new_group(parent, path, ctx)
-        await self.fs.symlink(path, os.fsdecode(target), uid=ctx.uid, gid=gid)
+        await self.fs.symlink(
+            path, os.fsdecode(target), uid=self.attrs.stored_uid(ctx.uid), gid=gid
+        )
         info = await self._lstat_existing(path)
         return self._entry(self.inodes.remember(parent, text, info), info)
 
@@ -866,7 +873,7 @@ class Operations(pyfuse3.Operations):
             exclusive=bool(flags & os.O_EXCL),
             truncate=bool(flags & os.O_TRUNC),
             mode=mode & ~ctx.umask & 0o7777,
-            uid=ctx.uid,
+            uid=self.attrs.stored_uid(ctx.uid),
             gid=gid,
         )
         try:

@@ -12,21 +12,21 @@ Theory of operation
    :class:`vfs._audit.AuditLog` (in memory, and appended to ``--audit FILE``). The trio signal
    receiver is opened before the mount exists.
 2. The tree, fronted by :class:`mountd._sandbox.SandboxRoot` (which answers the mount points
-   bubblewrap needs, so it never writes them into the tree), is mounted in this process on a
-   private directory under the state directory (``mountd.mounted``; the event loop serves the
-   mount and never touches it).
-3. ``bwrap`` runs the command with the mount at ``/`` (see :func:`bwrap_argv`): host ``/usr``,
-   ``/bin``, ``/lib*``, ``/sbin`` read-only as the host lays them out, a minimal read-only
-   ``/etc`` (:data:`ETC_ENTRIES` that exist on the host, on a tmpfs), fresh ``/proc`` and ``/dev``,
-   ``/tmp`` from the tree or a tmpfs, new IPC/PID/UTS (and, without ``--net``, network)
-   namespaces, no capabilities, ``--die-with-parent``. ``HOME`` is ``/tmp``; the caller's global
-   git config (identity) is bound read-only and named by ``GIT_CONFIG_GLOBAL``. SIGINT, SIGTERM
-   and SIGHUP received meanwhile are passed on to bwrap. The command is started from the
-   loop's thread (see :func:`_run_command`). With ``--at DIR`` the mount is bound at ``DIR``
-   (the command starts there) instead of ``/``, on bubblewrap's own tmpfs root, where the
-   system entries are made as usual and which is then remounted read-only; there is no
-   :class:`~mountd._sandbox.SandboxRoot`, the tree's root names are its own, and ``/tmp`` is
-   always a tmpfs.
+   bubblewrap needs, so it never writes them into the tree), is mounted in this process
+   (``mountd.mounted``; the event loop serves the mount and never touches it). Run by root,
+   mountd first moves into a mount namespace of its own, so the mount is invisible to the host
+   and dies with the process, and mounts with ``allow_other`` for the sandbox's unprivileged user,
+   showing the tree's owner as that user (:mod:`mountd._identity`); otherwise the mount is made
+   on a private directory under the state directory.
+3. ``bwrap`` runs the command as described in :mod:`mountd._bwrap`: the mount at ``/``, the
+   host's system directories read-only, the command as an unprivileged user in a user namespace
+   of its own, no capabilities, seccomp and Landlock, an allow-listed environment
+   (:mod:`mountd._environ`). SIGINT, SIGTERM and SIGHUP received meanwhile are passed on to
+   bwrap. The command is started from the loop's thread (see :func:`_run_command`). With ``--at
+   DIR`` the mount is bound at ``DIR`` (the command starts there) instead of ``/``, on
+   bubblewrap's own tmpfs root, where the system entries are made as usual and which is then
+   remounted read-only; there is no :class:`~mountd._sandbox.SandboxRoot`, the tree's root names
+   are its own, and ``/tmp`` is always a tmpfs.
 4. When the command has exited (its PID namespace, and so every process it started, is gone),
    the tree is unmounted and then read through its API: the change summary of every
    copy-on-write layer goes to stderr (git's own files under ``/.git`` counted on one line),
@@ -42,14 +42,14 @@ could not start).
 from __future__ import annotations
 
 import argparse
+import ctypes
 import logging
 import os
-import shutil
 import signal
 import subprocess
 import sys
 import tempfile
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
@@ -64,7 +64,11 @@ from vfs._policy import Policy, PolicyFileSystem, policy_fs, repository_policy
 
 from . import MountOptions, mounted
 from . import _registry as registry
+from ._attrs import OwnerMap
+from ._bwrap import Bind, Sandbox, bwrap_path, landlock_abi, sandbox_binds, start
 from ._collector import tune_for_serving
+from ._environ import EnvError, caller_home, git_config, sandbox_environment
+from ._identity import SandboxUser, sandbox_user
 from ._review import (
     CHANGE_LETTERS,
     GIT_DIR,
@@ -74,55 +78,12 @@ from ._review import (
     in_git,
     outside_git,
 )
-from ._sandbox import SystemEntry, conflicts, host_layout, sandbox_dir, sandbox_root
+from ._sandbox import conflicts, host_layout, sandbox_dir, sandbox_root
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-
-# What a minimal /etc holds (those the host has): users, name resolution, TLS roots, the dynamic
-# linker's cache, Debian's alternatives (/usr/bin/awk and friends point there), time zone,
-# system-wide git/shell/python settings. Not: shadow, ssh keys, sudoers, credentials.
-ETC_ENTRIES = (
-    "alternatives",
-    "bash.bashrc",
-    "ca-certificates",
-    "ca-certificates.conf",
-    "crypto-policies",
-    "debian_version",
-    "environment",
-    "gai.conf",
-    "gitconfig",
-    "group",
-    "host.conf",
-    "hostname",
-    "hosts",
-    "inputrc",
-    "ld.so.cache",
-    "ld.so.conf",
-    "ld.so.conf.d",
-    "locale.alias",
-    "locale.conf",
-    "localtime",
-    "login.defs",
-    "magic",
-    "magic.mime",
-    "mime.types",
-    "networks",
-    "nsswitch.conf",
-    "os-release",
-    "passwd",
-    "perl",
-    "pki",
-    "profile",
-    "protocols",
-    "python3",
-    "resolv.conf",
-    "services",
-    "shells",
-    "ssl",
-    "terminfo",
-    "timezone",
-)
-GIT_GLOBAL_IN_SANDBOX = "/etc/agentroot/gitconfig"
+_CLONE_NEWNS = 0x00020000
+_MS_REC = 0x4000
+_MS_SLAVE = 1 << 19
 
 
 class RunUsageError(Exception):
@@ -146,101 +107,10 @@ class RunRequest:
     audit: str | None = None
     cwd: str = ROOT  # the command's directory inside the sandbox
     at: str = ROOT  # where the tree is served inside the sandbox (``--at``)
-
-
-def bwrap_path() -> str:
-    found = shutil.which("bwrap")
-    if found is None:
-        raise RunFailure("bwrap (bubblewrap) is not installed: apt-get install bubblewrap")
-    return found
-
-
-def bwrap_argv(
-    bwrap: str,
-    mountpoint: str,
-    entries: Sequence[SystemEntry],
-    command: Sequence[str],
-    *,
-    net: bool,
-    cwd: str,
-    git_global: str | None,
-    at: str = ROOT,
-) -> list[str]:
-    """The bubblewrap command line (see the module docstring): the mount at ``at``; below
-    ``/``, bubblewrap's own root gets the symlinks the sandbox root would have answered."""
-    argv = [bwrap, "--bind", mountpoint, at]
-    for entry in entries:
-        where = "/" + entry.name
-        if entry.fill == "none":
-            if at != ROOT and entry.target is not None:
-                argv += ["--symlink", entry.target, where]
-        elif entry.fill == "ro-bind":
-            argv += ["--ro-bind", where, where]
-        elif entry.fill == "proc":
-            argv += ["--proc", where]
-        elif entry.fill == "dev":
-            argv += ["--dev", where]
-        elif entry.fill == "tmpfs":
-            argv += ["--tmpfs", where]
-        elif entry.fill == "etc":
-            argv += ["--tmpfs", where]
-            argv += _etc_binds()
-            if git_global is not None:
-                argv += ["--ro-bind", git_global, GIT_GLOBAL_IN_SANDBOX]
-            argv += ["--remount-ro", where]
-    if at != ROOT:
-        argv += ["--remount-ro", ROOT]  # writes go to the tree or /tmp, never lost on a tmpfs
-    argv += ["--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-cgroup-try"]
-    if not net:
-        argv.append("--unshare-net")
-    argv += ["--die-with-parent", "--cap-drop", "ALL", "--chdir", cwd]
-    return [*argv, "--", *command]
-
-
-def _etc_binds() -> list[str]:
-    """Binds of the host's minimal ``/etc`` entries: a link within the sandbox's reach stays a
-    link, anything else is bound (following links, so ``resolv.conf -> /run/...`` works)."""
-    argv = []
-    for name in ETC_ENTRIES:
-        host = os.path.join("/etc", name)
-        if not os.path.lexists(host):
-            continue
-        if os.path.islink(host):
-            target = os.readlink(host)
-            real = os.path.realpath(host)
-            if os.path.exists(real) and (is_under(real, "/usr") or is_under(real, "/etc")):
-                argv += ["--symlink", target, host]
-                continue
-        if os.path.exists(host):
-            argv += ["--ro-bind", host, host]
-    return argv
-
-
-def git_global_config() -> str | None:
-    """The caller's global git config file, as git finds it (``GIT_CONFIG_GLOBAL``, then
-    ``~/.gitconfig``, then ``$XDG_CONFIG_HOME/git/config``)."""
-    named = os.environ.get("GIT_CONFIG_GLOBAL")
-    if named:
-        return named if os.path.isfile(named) else None
-    home = os.path.expanduser("~")
-    xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
-    for candidate in (os.path.join(home, ".gitconfig"), os.path.join(xdg, "git", "config")):
-        if os.path.isfile(candidate):
-            return candidate
-    return None
-
-
-def sandbox_env(*, git_global: bool) -> dict[str, str]:
-    env = dict(os.environ)
-    env["HOME"] = "/tmp"
-    env["TMPDIR"] = "/tmp"
-    for name in ("PWD", "OLDPWD", "GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE"):
-        env.pop(name, None)
-    if git_global:
-        env["GIT_CONFIG_GLOBAL"] = GIT_GLOBAL_IN_SANDBOX
-    else:
-        env.pop("GIT_CONFIG_GLOBAL", None)
-    return env
+    root: bool = False  # uid 0 inside (``--root``)
+    allow: tuple[str, ...] = ()  # host paths bound read-write (``--allow``)
+    read_only: tuple[str, ...] = ()  # host paths bound read-only (``--ro``)
+    env: tuple[str, ...] = ()  # ``--env NAME[=VALUE]``
 
 
 # --- running -----------------------------------------------------------------------------------
@@ -249,10 +119,28 @@ def sandbox_env(*, git_global: bool) -> dict[str, str]:
 def run(request: RunRequest) -> int:
     """Run ``request`` (blocking: its own trio loop); return the exit status."""
     bwrap = bwrap_path()
-    return trio.run(_run, request, bwrap)
+    if bwrap is None:
+        raise RunFailure("bwrap (bubblewrap) is not installed: apt-get install bubblewrap")
+    user = sandbox_user(root_inside=request.root)
+    if user.switch:
+        _private_mounts()  # before the loop starts any thread
+    return trio.run(_run, request, bwrap, user)
 
 
-async def _run(request: RunRequest, bwrap: str) -> int:
+def _private_mounts() -> None:
+    """Move this process into a mount namespace of its own whose mounts the host never sees:
+    the sandbox's mount lives and dies with it (no host process can walk into it, and a killed
+    mountd leaves no stale mount behind)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if (
+        libc.unshare(_CLONE_NEWNS) != 0
+        or libc.mount(b"none", b"/", None, _MS_REC | _MS_SLAVE, None) != 0
+    ):
+        code = ctypes.get_errno()
+        raise RunFailure(f"cannot make a private mount namespace: {os.strerror(code)}")
+
+
+async def _run(request: RunRequest, bwrap: str, user: SandboxUser) -> int:
     tree = request.tree
     view = vfs.posix_view(tree)
     policy: Policy | None = tree.policy if isinstance(tree, PolicyFileSystem) else None
@@ -271,6 +159,21 @@ async def _run(request: RunRequest, bwrap: str) -> int:
                 f"{names}; run it at a directory of its own instead: `mountd run --at /work "
                 "...` (or serve it below / with a spec's union mount)"
             )
+    try:
+        binds = sandbox_binds(
+            request.allow,
+            request.read_only,
+            home=caller_home(os.environ),
+            layout_root=request.at == ROOT,
+        )
+        env = sandbox_environment(
+            os.environ,
+            user=user.name,
+            extra=request.env,
+            path_roots=[bind.inside for bind in binds if bind.inside == bind.host],
+        )
+    except (ValueError, EnvError) as error:
+        raise RunUsageError(str(error)) from None
     cows = find_cows(request.tree)
     try:
         log = AuditLog(request.audit)
@@ -278,26 +181,32 @@ async def _run(request: RunRequest, bwrap: str) -> int:
         raise RunFailure(f"cannot open the audit log {request.audit}: {error.strerror}") from None
     audited = audited_fs(tree, log)
     root = sandbox_root(audited, entries) if request.at == ROOT else audited
-    git_global = git_global_config()
-    registry.state_dir(create=True)
-    mountpoint = tempfile.mkdtemp(prefix="run-", dir=registry.state_dir())
-    argv = bwrap_argv(
-        bwrap,
+    options = MountOptions(
+        fsname="agentroot-run", allow_other=user.switch, owners=await _owners(view, user)
+    )
+    mountpoint = _mountpoint(user)
+    sandbox = Sandbox(
         mountpoint,
         entries,
         request.command,
+        user,
         net=request.net,
         cwd=request.cwd,
-        git_global=git_global,
         at=request.at,
+        binds=binds,
+        landlock_abi=landlock_abi(),
     )
-    env = sandbox_env(git_global=git_global is not None)
+    files = sandbox.files(
+        passwd=_host_file("/etc/passwd"),
+        group=_host_file("/etc/group"),
+        git_config=git_config(os.environ),
+    )
     try:
         with trio.open_signal_receiver(*SIGNALS) as signals:
             try:
-                async with mounted(root, mountpoint, MountOptions(fsname="agentroot-run")):
+                async with mounted(root, mountpoint, options):
                     tune_for_serving()  # this process exists to serve the sandbox's root
-                    status = await _run_command(argv, env, signals)
+                    status = await _run_command(lambda: start(bwrap, sandbox, files, env), signals)
             except (OSError, RuntimeError) as error:
                 raise RunFailure(
                     f"serving the sandbox root at {mountpoint} failed: {error}"
@@ -308,17 +217,52 @@ async def _run(request: RunRequest, bwrap: str) -> int:
             os.rmdir(mountpoint)
         except OSError as error:
             _say(f"could not remove the mountpoint {mountpoint}: {error.strerror}")
-    return await _report(request, status, cows, log, policy)
+    status = await _report(request, status, cows, log, policy)
+    _say_outside_review(binds, sandbox.landlock_abi)
+    return status
 
 
-async def _run_command(argv: list[str], env: dict[str, str], signals: AsyncIterator[int]) -> int:
+async def _owners(view: vfs.PosixFileSystem, user: SandboxUser) -> OwnerMap | None:
+    """When mountd switches the command to another user, the tree's owner (its root's) is
+    shown as that user (see :mod:`mountd._identity`)."""
+    if not user.switch:
+        return None
+    info = await view.lstat(ROOT)
+    uid = os.getuid() if info.uid is None else info.uid
+    gid = os.getgid() if info.gid is None else info.gid
+    if (uid, gid) == (user.host_uid, user.host_gid):
+        return None
+    return OwnerMap(uid, gid, user.host_uid, user.host_gid)
+
+
+def _mountpoint(user: SandboxUser) -> str:
+    """A new, empty directory to mount the tree on. In a private mount namespace (root) it only
+    needs to be reachable by the sandbox's user, so it is made in the system's temporary
+    directory; otherwise in the user's private state directory."""
+    if user.switch:
+        return tempfile.mkdtemp(prefix="agentroot-run-")
+    registry.state_dir(create=True)
+    return tempfile.mkdtemp(prefix="run-", dir=registry.state_dir())
+
+
+def _host_file(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8", errors="surrogateescape") as handle:
+            return handle.read()
+    except OSError:
+        return ""
+
+
+async def _run_command(
+    launch: Callable[[], subprocess.Popen[bytes]], signals: AsyncIterator[int]
+) -> int:
     # Started from this (the loop's) thread, never a worker thread: ``--die-with-parent`` is
     # PR_SET_PDEATHSIG, which fires when the *thread* that forked bwrap exits, and trio's idle
     # worker threads exit after 10 s (trio.lowlevel.open_process forks in one): the command
     # was SIGKILLed 10 s into any run. Fork and exec block the loop only until bwrap has exec'd,
     # which never touches the mount.
     try:
-        process = subprocess.Popen(argv, env=env)  # noqa: ASYNC220 (see above)
+        process = launch()
     except OSError as error:
         _say(f"cannot start bwrap: {error}")
         return 127
@@ -349,6 +293,14 @@ async def _wait(process: subprocess.Popen[bytes]) -> int:
     finally:
         os.close(pidfd)
     return process.wait()
+
+
+def _say_outside_review(binds: tuple[Bind, ...], abi: int) -> None:
+    for bind in binds:
+        access = "read-write" if bind.writable else "read-only"
+        _say(f"outside the review: {bind.host} ({access}, at {bind.inside})")
+    if not abi:
+        _say("Landlock is not available here: writes are confined by the mount layout alone")
 
 
 # --- after the command -------------------------------------------------------------------------
@@ -452,15 +404,31 @@ Run COMMAND in a bubblewrap sandbox whose / is a mounted vfs tree, then show wha
   mountd run spec.toml -- sh              the tree a spec describes (see docs/spec.md)
   mountd run --at /work -- make test      the tree at /work instead of / (for a project with
                                           its own bin/, lib/, etc/, ...)
+  mountd run --net --allow ~/.codex -- codex    an agent CLI with its own config and the network
 
 Inside: the tree at /, the command starting in /; the host's /usr, /bin, /lib*, /sbin and a
-minimal /etc read-only; fresh /proc and /dev; /tmp from the tree, else an empty tmpfs; HOME=/tmp;
-no network unless --net. A tree holding /usr, /etc, /bin, /lib*, /sbin, /proc or /dev at its
-root is refused unless --at DIR serves it at DIR (the command starting there) on a read-only /
-of its own, /tmp then always an empty tmpfs. A git repository gets the repository policy: git
-works in full, but .git/hooks and .git/config are read-only (EACCES), and --apply never writes
-them back. Afterwards the change summary goes to stderr, the diff (--diff) to stdout. The exit
-status is the command's (1 if --apply failed, 2 for a usage error).
+minimal /etc read-only; fresh /proc and /dev (/proc/sys and the kernel's other knobs read-only);
+/tmp from the tree, else an empty tmpfs; no network unless --net. A tree holding /usr, /etc,
+/bin, /lib*, /sbin, /proc or /dev at its root is refused unless --at DIR serves it at DIR (the
+command starting there) on a read-only / of its own, /tmp then always an empty tmpfs.
+
+The command is never host root: it runs in a user namespace of its own as the calling user (the
+user behind sudo, or uid 65533 when root runs it; --root shows it as uid 0 of its namespace), with
+no capabilities, a seccomp filter (no mount, ptrace, bpf, perf, keyrings, kexec, modules, new
+namespaces, ...) and, where the kernel has Landlock, no write outside the tree, /tmp, /dev and the
+--allow paths. Its environment is an allow-list: PATH (the caller's entries under /usr, /bin,
+/sbin), LANG, LANGUAGE, LC_*, TERM, COLORTERM, NO_COLOR, TZ, git's GIT_AUTHOR_*/GIT_COMMITTER_*
+identity, HOME=TMPDIR=/tmp, USER and LOGNAME; --env adds more. Git reads a generated config with
+only the caller's user.name and user.email (and safe.directory = *), never the caller's own.
+--allow and --ro bind host paths (under your home: seen under HOME=/tmp; elsewhere only with
+--at) for what an agent CLI keeps outside the project; they are outside the review, and the
+summary lists them.
+
+A git repository gets the repository policy: git works in full, but .git/hooks and .git/config
+are read-only (EACCES). --apply writes back only the reviewed change; what it refuses (git's
+configuration and anything git would run) is shown with its reason. Afterwards the change summary
+goes to stderr, the diff (--diff) to stdout. The exit status is the command's (1 if --apply
+failed, 2 for a usage error).
 """
 
 
@@ -495,6 +463,30 @@ def _run_options(parser: argparse.ArgumentParser) -> None:
         help="serve the tree at DIR inside the sandbox (the command starts there) instead of "
         "at /: for trees with their own bin/, lib/, etc/, usr/ ...",
     )
+    parser.add_argument(
+        "--root", action="store_true", help="uid 0 inside (of the sandbox's own namespace)"
+    )
+    parser.add_argument(
+        "--allow",
+        metavar="PATH",
+        action="append",
+        default=None,
+        help="bind a host PATH read-write, outside the review (an agent CLI's config, a cache)",
+    )
+    parser.add_argument(
+        "--ro",
+        metavar="PATH",
+        action="append",
+        default=None,
+        help="bind a host PATH read-only",
+    )
+    parser.add_argument(
+        "--env",
+        metavar="NAME[=VALUE]",
+        action="append",
+        default=None,
+        help="pass the caller's NAME (or set NAME=VALUE) inside",
+    )
 
 
 class _Words(argparse.ArgumentParser):
@@ -519,12 +511,14 @@ def command(args: argparse.Namespace) -> int:
     more, unknown = extra.parse_known_intermixed_args(before)  # options given after SPEC
     if unknown:
         raise RunUsageError(f"unknown option {unknown[0]}")
-    for name in ("apply", "diff", "net"):
+    for name in ("apply", "diff", "net", "root"):
         if getattr(more, name):
             setattr(args, name, True)
     for name in ("audit", "at"):
         if getattr(more, name) is not None:
             setattr(args, name, getattr(more, name))
+    for name in ("allow", "ro", "env"):
+        setattr(args, name, [*(getattr(args, name) or ()), *(getattr(more, name) or ())])
     spec = more.spec
     try:
         at = ROOT if args.at is None else sandbox_dir(args.at)
@@ -538,7 +532,20 @@ def command(args: argparse.Namespace) -> int:
         layer = load_spec(spec[0])
         tree, description = build(layer), describe(layer)
     else:
-        tree, description = default_tree(os.getcwd())
+        project = os.path.realpath(os.getcwd())
+        if project == ROOT:
+            raise RunUsageError(
+                "the current directory is /: mountd run serves the current directory to the "
+                "command, and / is the whole host; run it in the project's directory"
+            )
+        for path in (*args.allow, *args.ro):
+            host = os.path.realpath(path)
+            if is_under(host, project) or is_under(project, host):
+                raise RunUsageError(
+                    f"{path}: the project, or a directory holding it; the command changes the "
+                    "project only through the review"
+                )
+        tree, description = default_tree(project)
     audit = None if args.audit is None else os.path.abspath(args.audit)
     logging.basicConfig(level=logging.WARNING, format="mountd run: %(message)s")
     request = RunRequest(
@@ -551,5 +558,9 @@ def command(args: argparse.Namespace) -> int:
         audit=audit,
         cwd=at,
         at=at,
+        root=args.root,
+        allow=tuple(args.allow),
+        read_only=tuple(args.ro),
+        env=tuple(args.env),
     )
     return run(request)

@@ -50,7 +50,7 @@ from vfs import Change, FileSystem, PosixFileSystem, Watchable, _hostdisk
 from vfs._types import ChangeCallback
 
 from . import _registry
-from ._attrs import AttrPolicy
+from ._attrs import AttrPolicy, OwnerMap
 from ._invalidate import InvalidateInode, Invalidator, send_to_kernel
 from ._ops import Operations
 from ._reader import Reader
@@ -98,6 +98,7 @@ class MountOptions:
     tree that can list that way: ``dir_fs``, ``temp_fs``); a host file edited in place by
     another program then shows its change once the kernel's attributes expire or a lookup asks
     again, as with ``stat``. Off, each listing examines every entry afresh.
+    ``owners``: show one owner of the tree as another user (see :class:`mountd._attrs.OwnerMap`).
     """
 
     fsname: str = "agentroot"
@@ -116,6 +117,7 @@ class MountOptions:
     complete_pages: bool = True
     reuse_known_attributes: bool = True
     read_ahead_kb: int | None = 1024
+    owners: OwnerMap | None = None
     # Longest an API write waits for the kernel to drop its caches (see mountd._invalidate).
     invalidation_timeout: float = 10.0
     # Longest the shutdown waits for in-flight requests before cancelling them.
@@ -260,6 +262,7 @@ async def serve(
                 entry_timeout=options.entry_timeout,
                 attr_timeout=options.attr_timeout,
                 negative_timeout=options.negative_timeout,
+                owners=options.owners,
             ),
             origin=mount,
             counters=mount.counters,

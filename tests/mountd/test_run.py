@@ -20,8 +20,9 @@ import anyio
 import pytest
 
 import vfs
+from mountd._bwrap import Bind, Sandbox, bwrap_args
+from mountd._identity import SandboxUser
 from mountd._review import find_cows, protected
-from mountd._run import GIT_GLOBAL_IN_SANDBOX, bwrap_argv
 from mountd._sandbox import SandboxRoot, SystemEntry, conflicts, host_layout, sandbox_root
 from mountd._spec import CowLayer, DirLayer, SpecError, TempLayer, build, describe, parse_spec
 from vfs._audit import read_audit_file
@@ -53,8 +54,10 @@ def private_state(
 
 
 def mountd_run(*args: str, cwd: Path, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """``mountd run ARGS`` in ``cwd``; Python inside writes no bytecode into the compared tree
+    (the sandbox passes only the variables it is told to)."""
     return subprocess.run(
-        [*COMMAND, "run", *args],
+        [*COMMAND, "run", "--env", "PYTHONDONTWRITEBYTECODE", *args],
         cwd=cwd,
         env=git_env(),
         capture_output=True,
@@ -134,28 +137,38 @@ def test_conflicts_and_host_layout() -> None:
     assert "tmp" not in {entry.name for entry in host_layout(tmp=False)}
 
 
-def test_bwrap_argv() -> None:
-    argv = bwrap_argv(
-        "bwrap",
-        "/state/run-1",
-        ENTRIES,
-        ["sh", "-c", "x"],
-        net=False,
-        cwd="/",
-        git_global="/root/.gitconfig",
-    )
-    assert argv[:4] == ["bwrap", "--bind", "/state/run-1", "/"]
-    assert argv[-4:] == ["--", "sh", "-c", "x"]
+def test_bwrap_args() -> None:
+    user = SandboxUser(65533, 65533, 65533, 65533, "agent", switch=True)
+    binds = (Bind("/root/.codex", "/tmp/.codex", True), Bind("/opt/cache", "/opt/cache", False))
+    sandbox = Sandbox("/tmp/run-1", ENTRIES, ("sh", "-c", "x"), user, binds=binds)
+    files = {"/etc/passwd": 5, "/etc/agentroot/gitconfig": 6}
+    argv, command = bwrap_args(sandbox, files, 7)
+    assert argv[:3] == ["--bind", "/tmp/run-1", "/"]
+    assert command == ["sh", "-c", "x"]
     joined = " ".join(argv)
     assert "--ro-bind /usr /usr" in joined
     assert "--proc /proc" in joined and "--tmpfs /tmp" in joined
+    assert "--ro-bind-try /proc/sys /proc/sys" in joined
+    assert "--ro-bind-try /proc/sysrq-trigger /proc/sysrq-trigger" in joined
     assert "--tmpfs /etc" in joined and "--remount-ro /etc" in joined
-    assert f"--ro-bind /root/.gitconfig {GIT_GLOBAL_IN_SANDBOX}" in joined
-    assert "--unshare-net" in argv and "--cap-drop" in argv and "--die-with-parent" in argv
+    assert "--ro-bind-data 5 /etc/passwd" in joined
+    assert "--ro-bind-data 6 /etc/agentroot/gitconfig" in joined
+    assert joined.index("--ro-bind-data") < joined.index("--remount-ro /etc")
+    assert (
+        "--bind /root/.codex /tmp/.codex" in joined and "--ro-bind /opt/cache /opt/cache" in joined
+    )
+    assert "--unshare-user --uid 65533 --gid 65533 --disable-userns" in joined
+    assert "--unshare-net" in argv and "--die-with-parent" in argv
+    assert argv[argv.index("--cap-drop") + 1] == "ALL"
+    assert argv[argv.index("--seccomp") + 1] == "7"
     assert "/bin" not in argv  # a symlink answered by the sandbox root: nothing to mount
-    assert "/etc/shadow" not in joined
-    with_net = bwrap_argv("bwrap", "/m", ENTRIES, ["true"], net=True, cwd="/", git_global=None)
+    assert "/etc/shadow" not in joined and "/etc/gitconfig" not in joined
+    assert "/etc/passwd /etc/passwd" not in joined  # generated, not the host's
+    as_root = SandboxUser(65533, 65533, 0, 0, "root", switch=True)
+    with_net, _ = bwrap_args(Sandbox("/m", ENTRIES, ("true",), as_root, net=True), {}, 7)
     assert "--unshare-net" not in with_net
+    assert "--uid 0 --gid 0" in " ".join(with_net)
+    assert sandbox.write_roots() == ("/", "/tmp", "/dev", "/tmp/.codex")
 
 
 def test_apply_leaves_out_what_the_repository_policy_protects() -> None:

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from mountd._run import bwrap_argv
+from mountd._bwrap import Sandbox, bwrap_args
+from mountd._identity import SandboxUser
 from mountd._sandbox import SystemEntry, sandbox_dir
 
 from .sandbox_trees import git, manifest
@@ -31,20 +32,28 @@ ENTRIES = (
 )
 
 
-def test_bwrap_argv_at_a_directory() -> None:
-    argv = bwrap_argv(
-        "bwrap", "/m", ENTRIES, ["true"], net=False, cwd="/work", git_global=None, at="/work"
-    )
-    assert argv[:4] == ["bwrap", "--bind", "/m", "/work"]
+USER = SandboxUser(1000, 1000, 1000, 1000, "agent", switch=False)
+
+
+def test_bwrap_args_at_a_directory() -> None:
+    sandbox = Sandbox("/m", ENTRIES, ("true",), USER, cwd="/work", at="/work")
+    argv, command = bwrap_args(sandbox, {}, 9)
+    assert argv[:3] == ["--bind", "/m", "/work"]
+    assert command == ["true"]
     joined = " ".join(argv)
     assert "--symlink usr/bin /bin" in joined  # made on bubblewrap's root, not answered
     assert "--ro-bind /lib /lib" in joined and "--tmpfs /tmp" in joined
     last_mount = max(i for i, word in enumerate(argv) if word == "--remount-ro")
     assert argv[last_mount : last_mount + 2] == ["--remount-ro", "/"]
     assert argv[argv.index("--chdir") + 1] == "/work"
-    at_root = bwrap_argv("bwrap", "/m", ENTRIES, ["true"], net=False, cwd="/", git_global=None)
+    at_root, _ = bwrap_args(Sandbox("/m", ENTRIES, ("true",), USER), {}, 9)
     assert "--symlink usr/bin /bin" not in " ".join(at_root)  # the sandbox root answers it
     assert "/" not in [at_root[i + 1] for i, word in enumerate(at_root) if word == "--remount-ro"]
+    landlocked = Sandbox("/m", ENTRIES, ("true",), USER, cwd="/work", at="/work", landlock_abi=6)
+    assert bwrap_args(landlocked, {}, 9)[1] == [
+        "/usr/bin/python3", "-I", "-S", "/etc/agentroot/landlock.py", "--abi", "6",
+        "--write", "/work", "--write", "/tmp", "--write", "/dev", "--", "true",
+    ]  # fmt: skip
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,283 @@
+"""The bubblewrap invocation of ``mountd run``: the sandbox's layout, identity and filters.
+
+Theory of operation
+-------------------
+:class:`Sandbox` is everything the sandbox is, decided before anything starts;
+:func:`bwrap_args` turns it into bubblewrap's arguments (a pure function: tests read it without
+starting anything) and :func:`start` starts bubblewrap with them. The layers, outermost first:
+
+1. **Identity**: a new user namespace, entered as the unprivileged host user of
+   :mod:`mountd._identity` (mountd switches to it before bubblewrap starts when it runs as
+   root), with every capability dropped and no further user namespaces (``--disable-userns``).
+2. **Namespaces**: new PID, IPC, UTS, cgroup and (without ``--net``) network namespaces; the
+   command dies with mountd.
+3. **Layout**: the tree at ``/`` (or ``--at DIR``), the host's ``/usr`` and the system entries
+   read-only, fresh ``/proc`` and ``/dev``, a minimal read-only ``/etc`` (:data:`ETC_ENTRIES`
+   that exist on the host, plus generated ``passwd``, ``group`` and git config), ``/tmp``;
+   ``/proc/sys``, ``/proc/sysrq-trigger`` and the other kernel knobs (:data:`PROC_READ_ONLY`)
+   bound read-only over the fresh ``/proc``; ``--allow``/``--ro`` paths (:class:`Bind`).
+4. **seccomp**: :mod:`mountd._seccomp`'s filter, loaded by bubblewrap last.
+5. **Landlock**: where the kernel has it, the command is started through
+   :mod:`mountd._landlock` (with the host's ``python3``), which allows changes only beneath the
+   write roots (:meth:`Sandbox.write_roots`).
+
+Nothing of the host's paths reaches the command's view of bubblewrap: its options come through a
+file descriptor (``--args``), so ``/proc/1/cmdline`` inside reads ``bwrap --args N -- COMMAND``,
+and the generated files come through descriptors too (``--ro-bind-data``); the environment is
+:mod:`mountd._environ`'s allow-list.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from vfs._paths import ROOT, is_under
+
+from . import _landlock
+from ._environ import GIT_CONFIG_IN_SANDBOX
+from ._identity import SandboxUser
+from ._sandbox import SystemEntry
+from ._seccomp import compile_filter
+
+# What a minimal /etc holds (those the host has): name resolution, TLS roots, the dynamic
+# linker's cache, Debian's alternatives (/usr/bin/awk and friends point there), time zone,
+# shell/python settings. Not: shadow, ssh keys, sudoers, credentials, the system git config.
+ETC_ENTRIES = (
+    "alternatives",
+    "bash.bashrc",
+    "ca-certificates",
+    "ca-certificates.conf",
+    "crypto-policies",
+    "debian_version",
+    "environment",
+    "gai.conf",
+    "host.conf",
+    "hostname",
+    "hosts",
+    "inputrc",
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "locale.alias",
+    "locale.conf",
+    "localtime",
+    "login.defs",
+    "magic",
+    "magic.mime",
+    "mime.types",
+    "networks",
+    "nsswitch.conf",
+    "os-release",
+    "perl",
+    "pki",
+    "profile",
+    "protocols",
+    "python3",
+    "resolv.conf",
+    "services",
+    "shells",
+    "ssl",
+    "terminfo",
+    "timezone",
+)
+# Kernel knobs and views under /proc that stay read-only inside (Docker's read-only paths).
+PROC_READ_ONLY = ("bus", "fs", "irq", "sys", "sysrq-trigger")
+LANDLOCK_IN_SANDBOX = "/etc/agentroot/landlock.py"
+# The host interpreter that runs the Landlock script inside (the sandbox shows the host's /usr).
+HOST_PYTHON = "/usr/bin/python3"
+
+
+def bwrap_path() -> str | None:
+    return shutil.which("bwrap")
+
+
+@dataclass(frozen=True)
+class Bind:
+    """A host path shown inside (``--allow``: writable, ``--ro``: read-only), outside review."""
+
+    host: str
+    inside: str
+    writable: bool
+
+
+@dataclass(frozen=True)
+class Sandbox:
+    """Everything the sandbox is (see the module docstring).
+
+    ``mountpoint`` is the tree's mount on the host, served at ``at`` inside; ``cwd`` is where
+    the command starts; ``landlock_abi`` is the kernel's (0: none, the layer is left out)."""
+
+    mountpoint: str
+    entries: tuple[SystemEntry, ...]
+    command: tuple[str, ...]
+    user: SandboxUser
+    net: bool = False
+    cwd: str = ROOT
+    at: str = ROOT
+    binds: tuple[Bind, ...] = ()
+    landlock_abi: int = 0
+
+    def write_roots(self) -> tuple[str, ...]:
+        """Where Landlock lets the command change anything."""
+        writable = tuple(bind.inside for bind in self.binds if bind.writable)
+        return (self.at, "/tmp", "/dev", *writable)
+
+    def files(self, *, passwd: str, group: str, git_config: str) -> dict[str, bytes]:
+        """The generated files, by their path inside."""
+        files = {
+            "/etc/passwd": self.user.passwd(passwd).encode(),
+            "/etc/group": self.user.group(group).encode(),
+            GIT_CONFIG_IN_SANDBOX: git_config.encode(),
+        }
+        if self.landlock_abi:
+            files[LANDLOCK_IN_SANDBOX] = Path(_landlock.__file__).read_bytes()
+        return files
+
+
+def bwrap_args(
+    sandbox: Sandbox, files: Mapping[str, int], seccomp: int
+) -> tuple[list[str], list[str]]:
+    """bubblewrap's options for ``sandbox`` and the command it runs (bubblewrap takes options
+    from ``--args FD`` but the command only on its command line); ``files`` are the descriptors
+    of :meth:`Sandbox.files` by path inside, ``seccomp`` the filter's."""
+    at = sandbox.at
+    args = ["--bind", sandbox.mountpoint, at]
+    for entry in sandbox.entries:
+        where = "/" + entry.name
+        if entry.fill == "none":
+            if at != ROOT and entry.target is not None:
+                args += ["--symlink", entry.target, where]
+        elif entry.fill == "ro-bind":
+            args += ["--ro-bind", where, where]
+        elif entry.fill == "proc":
+            args += ["--proc", where]
+            for name in PROC_READ_ONLY:
+                args += ["--ro-bind-try", f"{where}/{name}", f"{where}/{name}"]
+        elif entry.fill == "dev":
+            args += ["--dev", where]
+        elif entry.fill == "tmpfs":
+            args += ["--tmpfs", where]
+        elif entry.fill == "etc":
+            args += ["--tmpfs", where, *_etc_binds()]
+            for path, fd in sorted(files.items()):
+                args += ["--ro-bind-data", str(fd), path]
+            args += ["--remount-ro", where]
+    if at != ROOT:
+        args += ["--remount-ro", ROOT]  # writes go to the tree or /tmp, never lost on a tmpfs
+    for bind in sandbox.binds:
+        args += ["--bind" if bind.writable else "--ro-bind", bind.host, bind.inside]
+    user = sandbox.user
+    args += ["--unshare-user", "--uid", str(user.uid), "--gid", str(user.gid), "--disable-userns"]
+    args += ["--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-cgroup-try"]
+    if not sandbox.net:
+        args.append("--unshare-net")
+    args += ["--die-with-parent", "--cap-drop", "ALL", "--chdir", sandbox.cwd]
+    args += ["--seccomp", str(seccomp)]
+    command: list[str] = []
+    if sandbox.landlock_abi:
+        command += [HOST_PYTHON, "-I", "-S", LANDLOCK_IN_SANDBOX]
+        command += ["--abi", str(sandbox.landlock_abi)]
+        for root in sandbox.write_roots():
+            command += ["--write", root]
+        command.append("--")
+    return args, [*command, *sandbox.command]
+
+
+def _etc_binds() -> list[str]:
+    """Binds of the host's minimal ``/etc`` entries: a link within the sandbox's reach stays a
+    link, anything else is bound (following links, so ``resolv.conf -> /run/...`` works)."""
+    args = []
+    for name in ETC_ENTRIES:
+        host = os.path.join("/etc", name)
+        if not os.path.lexists(host):
+            continue
+        if os.path.islink(host):
+            target = os.readlink(host)
+            real = os.path.realpath(host)
+            if os.path.exists(real) and (is_under(real, "/usr") or is_under(real, "/etc")):
+                args += ["--symlink", target, host]
+                continue
+        if os.path.exists(host):
+            args += ["--ro-bind", host, host]
+    return args
+
+
+def landlock_abi() -> int:
+    """The Landlock ABI the sandbox uses: the kernel's, when the host has the interpreter that
+    applies it inside; else 0."""
+    if not os.access(HOST_PYTHON, os.X_OK):
+        return 0
+    return _landlock.abi_version()
+
+
+def start(
+    bwrap: str,
+    sandbox: Sandbox,
+    files: Mapping[str, bytes],
+    env: Mapping[str, str],
+) -> subprocess.Popen[bytes]:
+    """Start bubblewrap for ``sandbox`` (as its user), its arguments and files through
+    descriptors that only it inherits."""
+    fds: list[int] = []
+    try:
+        by_path = {}
+        for path, data in files.items():
+            by_path[path] = _memfd(path, data, fds)
+        seccomp = _memfd("seccomp", compile_filter(), fds)
+        options, command = bwrap_args(sandbox, by_path, seccomp)
+        encoded = b"".join(os.fsencode(arg) + b"\0" for arg in options)
+        args_fd = _memfd("args", encoded, fds)
+        user = sandbox.user
+        return subprocess.Popen(
+            [bwrap, "--args", str(args_fd), "--", *command],
+            env=dict(env),
+            pass_fds=fds,
+            user=user.host_uid if user.switch else None,
+            group=user.host_gid if user.switch else None,
+            extra_groups=[] if user.switch else None,
+        )
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def _memfd(name: str, data: bytes, fds: list[int]) -> int:
+    """An in-memory file holding ``data``, read from its start; recorded in ``fds``."""
+    fd = os.memfd_create(name.strip("/").replace("/", "-") or "data", 0)
+    fds.append(fd)
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
+
+
+def sandbox_binds(
+    allow: Sequence[str], read_only: Sequence[str], *, home: str, layout_root: bool
+) -> tuple[Bind, ...]:
+    """``--allow``/``--ro`` paths as binds: one beneath the caller's ``home`` appears beneath
+    the sandbox's ``HOME`` (``/tmp``); another at its own path, which only a layout with its own
+    root (``--at``) has room for. ``ValueError`` says why a path cannot be bound."""
+    binds = []
+    for paths, writable in ((allow, True), (read_only, False)):
+        flag = "--allow" if writable else "--ro"
+        for text in paths:
+            host = os.path.realpath(text)
+            if not os.path.exists(host):
+                raise ValueError(f"{flag} {text}: no such file or directory")
+            if is_under(host, home) and host != home:
+                inside = "/tmp/" + os.path.relpath(host, home)
+            elif layout_root:
+                raise ValueError(
+                    f"{flag} {text}: outside your home directory, a path has no place in the "
+                    "tree at /; run with --at DIR to bind it at its own path"
+                )
+            else:
+                inside = host
+            binds.append(Bind(host, inside, writable))
+    return tuple(binds)

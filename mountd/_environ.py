@@ -1,0 +1,133 @@
+"""What a command in ``mountd run`` inherits from its caller: an allow-list, never the whole.
+
+Theory of operation
+-------------------
+The caller's environment holds secrets (cloud keys, tokens) and host paths (its home, its tools);
+without ``--net`` an agent could still copy them into the tree, and so into the diff. So the
+sandbox's environment is built, not inherited (:func:`sandbox_environment`):
+
+- :data:`PASSED` (locale, terminal, time zone, git's identity variables) and every ``LC_*``
+  variable, when the caller has them;
+- ``PATH``: the caller's entries that the sandbox shows as they are on the host (beneath ``/usr``,
+  ``/bin``, ``/sbin``), else :data:`DEFAULT_PATH`; never ``.`` or a relative entry;
+- ``HOME`` and ``TMPDIR`` are ``/tmp``; ``USER``/``LOGNAME`` the sandbox user's name; git reads
+  only the generated global config (``GIT_CONFIG_GLOBAL``, ``GIT_CONFIG_NOSYSTEM``);
+- ``--env NAME`` passes the caller's ``NAME``, ``--env NAME=VALUE`` sets it (after the rest, so it
+  can override them).
+
+The caller's git configuration is likewise never shown: :func:`git_config` writes a new one with
+the identity only (``user.name``, ``user.email``, as the caller's git resolves them), and
+``safe.directory = *`` (the tree is the sandbox's own; its owner is the agent's user).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterable, Mapping, Sequence
+
+PASSED = (
+    "LANG",
+    "LANGUAGE",
+    "TERM",
+    "COLORTERM",
+    "NO_COLOR",
+    "TZ",
+    "GIT_AUTHOR_NAME",
+    "GIT_AUTHOR_EMAIL",
+    "GIT_COMMITTER_NAME",
+    "GIT_COMMITTER_EMAIL",
+)
+DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+SANDBOX_HOME = "/tmp"
+GIT_CONFIG_IN_SANDBOX = "/etc/agentroot/gitconfig"
+_SYSTEM_PATHS = ("/usr", "/bin", "/sbin")
+
+
+class EnvError(ValueError):
+    """An ``--env`` argument that cannot be honoured."""
+
+
+def sandbox_environment(
+    caller: Mapping[str, str],
+    *,
+    user: str,
+    extra: Sequence[str] = (),
+    path_roots: Iterable[str] = (),
+) -> dict[str, str]:
+    """The command's environment (see the module docstring). ``path_roots``: other directories
+    the sandbox shows at the same path (their ``PATH`` entries are kept too)."""
+    env = {name: caller[name] for name in PASSED if name in caller}
+    env.update((name, value) for name, value in caller.items() if name.startswith("LC_"))
+    env["PATH"] = _path(caller.get("PATH", ""), (*_SYSTEM_PATHS, *path_roots))
+    env["HOME"] = SANDBOX_HOME
+    env["TMPDIR"] = SANDBOX_HOME
+    env["USER"] = env["LOGNAME"] = user
+    env["GIT_CONFIG_GLOBAL"] = GIT_CONFIG_IN_SANDBOX
+    env["GIT_CONFIG_NOSYSTEM"] = "1"
+    for item in extra:
+        name, sep, value = item.partition("=")
+        if not name or not (name[0].isalpha() or name[0] == "_") or not _is_name(name):
+            raise EnvError(f"--env {item}: not a variable name")
+        if sep:
+            env[name] = value
+        elif name in caller:
+            env[name] = caller[name]
+        else:
+            raise EnvError(f"--env {name}: not set here (give --env {name}=VALUE)")
+    return env
+
+
+def _is_name(name: str) -> bool:
+    return all(c.isalnum() or c == "_" for c in name) and name.isascii()
+
+
+def _path(caller_path: str, roots: Sequence[str]) -> str:
+    kept = []
+    for entry in caller_path.split(":"):
+        entry = entry.rstrip("/") or "/"
+        if not entry.startswith("/") or entry in kept:
+            continue
+        if any(entry == root or entry.startswith(root + "/") for root in roots):
+            kept.append(entry)
+    return ":".join(kept) if kept else DEFAULT_PATH
+
+
+def git_config(caller: Mapping[str, str]) -> str:
+    """The sandbox's global git config: the caller's identity and nothing else."""
+    lines = []
+    identity = [(key, _caller_git(caller, f"user.{key}")) for key in ("name", "email")]
+    if any(value for _, value in identity):
+        lines.append("[user]\n")
+        lines += [f"\t{key} = {_quoted(value)}\n" for key, value in identity if value]
+    lines.append("[safe]\n\tdirectory = *\n")
+    return "".join(lines)
+
+
+def _caller_git(caller: Mapping[str, str], key: str) -> str | None:
+    """``git config --get key`` as the caller's git sees it outside any repository."""
+    env = {k: v for k, v in caller.items() if k not in ("GIT_DIR", "GIT_WORK_TREE")}
+    try:
+        done = subprocess.run(
+            ["git", "config", "--get", key],
+            cwd="/",
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    value = done.stdout.strip()
+    return value if done.returncode == 0 and value and "\n" not in value else None
+
+
+def _quoted(value: str) -> str:
+    escaped = value.replace("\\", "\\\\").replace('"', '\\"')
+    return f'"{escaped}"'
+
+
+def caller_home(caller: Mapping[str, str]) -> str:
+    """The caller's home directory (where ``--allow ~/...`` paths come from)."""
+    return os.path.realpath(caller.get("HOME") or os.path.expanduser("~"))
