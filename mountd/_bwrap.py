@@ -36,6 +36,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import vfs
 from vfs._paths import ROOT, is_under
 
 from . import _landlock
@@ -96,13 +97,28 @@ def bwrap_path() -> str | None:
     return shutil.which("bwrap")
 
 
+BINDS_NAME = ".mountd-run-binds"  # the unlisted root directory the bound directories come from
+
+
 @dataclass(frozen=True)
 class Bind:
-    """A host path shown inside (``--allow``: writable, ``--ro``: read-only), outside review."""
+    """A host directory shown inside (``--allow``: writable, ``--ro``: read-only), outside the
+    review. It is served by the mount too (a ``dir_fs`` at ``/.mountd-run-binds/N`` of the
+    tree, unlisted) and bound from there: the command's unprivileged user could not reach the
+    caller's directories (``/root`` is 0700) nor own their files, which the mount shows as the
+    project's are shown."""
 
     host: str
     inside: str
     writable: bool
+
+
+def bind_trees(binds: Sequence[Bind]) -> dict[str, vfs.FileSystem]:
+    """The trees serving ``binds``, by their path in the served tree."""
+    return {
+        f"/{BINDS_NAME}/{i}": vfs.dir_fs(bind.host, read_only=not bind.writable)
+        for i, bind in enumerate(binds)
+    }
 
 
 @dataclass(frozen=True)
@@ -169,8 +185,9 @@ def bwrap_args(
             args += ["--remount-ro", where]
     if at != ROOT:
         args += ["--remount-ro", ROOT]  # writes go to the tree or /tmp, never lost on a tmpfs
-    for bind in sandbox.binds:
-        args += ["--bind" if bind.writable else "--ro-bind", bind.host, bind.inside]
+    for i, bind in enumerate(sandbox.binds):
+        source = f"{sandbox.mountpoint}/{BINDS_NAME}/{i}"
+        args += ["--bind" if bind.writable else "--ro-bind", source, bind.inside]
     user = sandbox.user
     args += ["--unshare-user", "--uid", str(user.uid), "--gid", str(user.gid), "--disable-userns"]
     args += ["--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-cgroup-try"]
@@ -268,9 +285,14 @@ def sandbox_binds(
         flag = "--allow" if writable else "--ro"
         for text in paths:
             host = os.path.realpath(text)
-            if not os.path.exists(host):
-                raise ValueError(f"{flag} {text}: no such file or directory")
-            if is_under(host, home) and host != home:
+            if not os.path.isdir(host):
+                raise ValueError(f"{flag} {text}: not a directory (bind the directory holding it)")
+            if host == home:
+                raise ValueError(
+                    f"{flag} {text}: your whole home directory; name what the command needs "
+                    "(e.g. ~/.codex)"
+                )
+            if is_under(host, home):
                 inside = "/tmp/" + os.path.relpath(host, home)
             elif layout_root:
                 raise ValueError(

@@ -65,7 +65,16 @@ from vfs._policy import Policy, PolicyFileSystem, policy_fs, repository_policy
 from . import MountOptions, mounted
 from . import _registry as registry
 from ._attrs import OwnerMap
-from ._bwrap import Bind, Sandbox, bwrap_path, landlock_abi, sandbox_binds, start
+from ._bwrap import (
+    BINDS_NAME,
+    Bind,
+    Sandbox,
+    bind_trees,
+    bwrap_path,
+    landlock_abi,
+    sandbox_binds,
+    start,
+)
 from ._collector import tune_for_serving
 from ._environ import EnvError, caller_home, git_config, sandbox_environment
 from ._identity import SandboxUser, sandbox_user
@@ -179,8 +188,11 @@ async def _run(request: RunRequest, bwrap: str, user: SandboxUser) -> int:
         log = AuditLog(request.audit)
     except OSError as error:
         raise RunFailure(f"cannot open the audit log {request.audit}: {error.strerror}") from None
-    audited = audited_fs(tree, log)
-    root = sandbox_root(audited, entries) if request.at == ROOT else audited
+    served: vfs.FileSystem = audited_fs(tree, log)
+    if binds:
+        served = vfs.union_fs({ROOT: served, **bind_trees(binds)})
+    # In --at mode bubblewrap makes the system entries on a root of its own: none to answer.
+    root = sandbox_root(served, entries if request.at == ROOT else (), unlisted=[BINDS_NAME])
     options = MountOptions(
         fsname="agentroot-run", allow_other=user.switch, owners=await _owners(view, user)
     )

@@ -16,7 +16,10 @@ changes. So :class:`SandboxRoot` serves them itself, in front of the tree:
   ``list("/")`` does **not** show them: ``git status``, ``git add -A`` and ``find /`` at the root
   then never walk into ``/usr`` or ``/proc``, while every path lookup (the kernel's, bwrap's)
   still finds them;
-- everything else is the tree's, unchanged, so nothing bubblewrap does reaches the tree.
+- everything else is the tree's, unchanged, so nothing bubblewrap does reaches the tree; root
+  names given as ``unlisted`` are the tree's but, like the system entries, left out of
+  ``list("/")`` (``mountd run`` serves the ``--allow`` directories there, for bubblewrap to bind
+  from the mount).
 
 The tree must not hold entries of those names at its root (:func:`conflicts` lists them; the
 command line refuses to run over such a tree rather than hide part of it). :func:`host_layout`
@@ -109,19 +112,25 @@ async def conflicts(tree: vfs.FileSystem, names: Sequence[str]) -> builtins.list
     return found
 
 
-def sandbox_root(tree: vfs.FileSystem, entries: Sequence[SystemEntry]) -> SandboxRoot:
-    return SandboxRoot(tree, entries)
+def sandbox_root(
+    tree: vfs.FileSystem, entries: Sequence[SystemEntry], *, unlisted: Sequence[str] = ()
+) -> SandboxRoot:
+    return SandboxRoot(tree, entries, unlisted=unlisted)
 
 
 class SandboxRoot:
     """``tree`` with the sandbox's system entries at its root (see the module docstring)."""
 
-    __slots__ = ("_entries", "_info", "_tree", "_view", "buffers_writes")
+    __slots__ = ("_entries", "_info", "_tree", "_unlisted", "_view", "buffers_writes")
 
-    def __init__(self, tree: vfs.FileSystem, entries: Sequence[SystemEntry]) -> None:
+    def __init__(
+        self, tree: vfs.FileSystem, entries: Sequence[SystemEntry], *, unlisted: Sequence[str] = ()
+    ) -> None:
         self._tree = tree
         self._view = vfs.posix_view(tree)
         self._entries = {entry.name: entry for entry in entries}
+        # Root names never listed: the system entries, and the tree's own ``unlisted`` ones.
+        self._unlisted = frozenset((*self._entries, *unlisted))
         self.buffers_writes = buffers_writes(self._view)
         now = time.time_ns()
         uid, gid = os.getuid(), os.getgid()
@@ -191,7 +200,7 @@ class SandboxRoot:
     async def _hidden(self, source: AsyncIterator[vfs.DirEntry]) -> AsyncIterator[vfs.DirEntry]:
         try:
             async for entry in source:
-                if entry.path[1:] not in self._entries:
+                if split_path(entry.path)[0] not in self._unlisted:
                     yield entry
         finally:
             await aclose(source)
@@ -205,7 +214,7 @@ class SandboxRoot:
         listing = await list_info_of(self._view)(path)
         if path != ROOT:
             return listing
-        return [(entry, info) for entry, info in listing if entry.path[1:] not in self._entries]
+        return [(entry, info) for entry, info in listing if entry.path[1:] not in self._unlisted]
 
     async def stat(self, path: str) -> vfs.FileInfo:
         path = normalize_path(path)
