@@ -93,6 +93,7 @@ SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 _CLONE_NEWNS = 0x00020000
 _MS_REC = 0x4000
 _MS_SLAVE = 1 << 19
+_PR_SET_CHILD_SUBREAPER = 36
 
 
 class RunUsageError(Exception):
@@ -133,7 +134,14 @@ def run(request: RunRequest) -> int:
     user = sandbox_user(root_inside=request.root)
     if user.switch:
         _private_mounts()  # before the loop starts any thread
-    return trio.run(_run, request, bwrap, user)
+    libc = ctypes.CDLL(None, use_errno=True)
+    # Whatever bubblewrap leaves behind when it dies (its own child, killed with it) becomes
+    # ours to reap, not init's: when run returns, no process of the sandbox is left.
+    libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    try:
+        return trio.run(_run, request, bwrap, user)
+    finally:
+        libc.prctl(_PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
 
 
 def _private_mounts() -> None:
@@ -289,7 +297,24 @@ async def _run_command(
             status = await _wait(process)
         finally:
             nursery.cancel_scope.cancel()
+    await _reap_orphans()
     return status if status >= 0 else 128 - status
+
+
+async def _reap_orphans(patience: float = 5.0) -> None:
+    """Reap the sandbox's processes that outlived bubblewrap (a subreaper inherits them: they
+    die with it, killed by ``--die-with-parent``), waiting ``patience`` seconds at most."""
+    deadline = trio.current_time() + patience
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)  # noqa: ASYNC222 (WNOHANG: never blocks)
+        except ChildProcessError:
+            return  # no child left
+        if pid == 0:
+            if trio.current_time() > deadline:
+                _say("a process of the sandbox did not exit")
+                return
+            await trio.sleep(0.01)
 
 
 async def _wait(process: subprocess.Popen[bytes]) -> int:

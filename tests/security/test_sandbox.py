@@ -11,6 +11,7 @@ its own, once without it (the attack works) and once with it (refused).
 from __future__ import annotations
 
 import ast
+import contextlib
 import errno
 import json
 import os
@@ -384,3 +385,46 @@ def test_a_coding_agent_cli_starts_inside(
         assert re.search(expected, done.stdout), done.stdout
         assert f"outside the review: {agent_home / '.claude'} (read-write" in done.stderr
     assert (root / "README.md").read_text() == "a project\n"
+
+
+def zombies_of_init() -> set[int]:
+    """Zombie processes whose parent is pid 1: what init has not reaped (or never will)."""
+    found = set()
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] == "Z" and fields[1] == "1":
+            found.add(int(pid))
+    return found
+
+
+@pytest.mark.mount
+def test_a_terminated_run_leaves_no_process_behind(tmp_path: Path) -> None:
+    before = zombies_of_init()
+    tag = "31.4159"
+    run = subprocess.Popen(
+        [sys.executable, "-m", "mountd", "run", "--", "sleep", tag],
+        cwd=project(tmp_path),
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not any(
+            Path(f"/proc/{pid}/cmdline").read_bytes() == f"sleep\0{tag}\0".encode()
+            for pid in filter(str.isdigit, os.listdir("/proc"))
+            if Path(f"/proc/{pid}/cmdline").exists()
+        ):
+            assert time.monotonic() < deadline, "the command never started"
+            time.sleep(0.05)
+        run.terminate()
+        _, stderr = run.communicate(timeout=30)
+    finally:
+        run.kill()
+    assert run.returncode == 128 + 15, stderr
+    assert zombies_of_init() <= before  # nothing left for init to reap
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        with contextlib.suppress(OSError):
+            assert Path(f"/proc/{pid}/cmdline").read_bytes() != f"sleep\0{tag}\0".encode()
