@@ -16,6 +16,7 @@ Exit status: 0 success, 1 runtime failure, 2 usage or spec error.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import inspect
 import json
@@ -348,10 +349,16 @@ def _mount(args: argparse.Namespace) -> int:
     source = _source(spec_arg, args.factory)
     if args.turns:
         source = replace(source, turns=True)
-    mountpoint = _prepare_mountpoint(mountpoint_arg)
-    if args.daemon:
-        return _mount_in_background(args, spec_arg, mountpoint, source)
-    return _mount_in_foreground(args, mountpoint, source)
+    mountpoint, created = _prepare_mountpoint(mountpoint_arg)
+    try:
+        if args.daemon:
+            return _mount_in_background(args, spec_arg, mountpoint, source)
+        return _mount_in_foreground(args, mountpoint, source)
+    except BaseException:
+        if created:  # a failed mount leaves nothing behind, not even the directory it made
+            with contextlib.suppress(OSError):
+                os.rmdir(mountpoint)
+        raise
 
 
 def _source(spec_arg: str | None, factory: str | None) -> Source:
@@ -391,8 +398,9 @@ def _factory_function(reference: str) -> Callable[[], Any]:
     return target  # type: ignore[no-any-return]
 
 
-def _prepare_mountpoint(mountpoint_arg: str) -> str:
-    """Clear a dead mount of ours, refuse a live one, create the directory; the canonical path."""
+def _prepare_mountpoint(mountpoint_arg: str) -> tuple[str, bool]:
+    """Clear a dead mount of ours, refuse a live one, create the directory; the canonical path,
+    and whether this made the directory."""
     path = registry.canonical(mountpoint_arg)
     while (entry := registry.mount_at(path)) is not None:
         health = registry.probe(path)
@@ -407,13 +415,14 @@ def _prepare_mountpoint(mountpoint_arg: str) -> str:
             raise Failure(f"cannot clear the {health} mount at {path}: {error}") from None
         registry.remove_state(path)
         _say(f"cleared a {health} mount at {path}")
+    if os.path.lexists(path) and not os.path.isdir(path):
+        raise Failure(f"mountpoint is not a directory: {path}")
+    created = not os.path.lexists(path)
     try:
         os.makedirs(path, exist_ok=True)
     except OSError as error:
         raise Failure(f"cannot create mountpoint {path}: {error.strerror}") from None
-    if not os.path.isdir(path):
-        raise Failure(f"mountpoint is not a directory: {path}")
-    return path
+    return path, created
 
 
 def _options(args: argparse.Namespace) -> MountOptions:

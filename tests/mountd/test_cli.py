@@ -327,6 +327,34 @@ def test_daemon_failure_is_reported_with_its_log(tmp_path: Path, mnt: Path) -> N
         f"nothing is mounted at {mnt}\n"
     )
     assert mounted_here(mnt) is None
+    assert not mnt.exists()  # the directory it made for the mount is gone too
+
+
+@pytest.mark.parametrize("daemon", [False, True], ids=["foreground", "daemon"])
+def test_a_failed_mount_leaves_the_mountpoint_as_it_found_it(
+    tmp_path: Path, mnt: Path, daemon: bool
+) -> None:
+    (tmp_path / "trees.py").write_text("def broken():\n    raise ValueError('no tree today')\n")
+    flags = ["--daemon"] if daemon else []
+    made = mountd("mount", *flags, "--factory", "trees:broken", str(mnt), cwd=tmp_path)
+    assert made.returncode == 1
+    assert not mnt.exists()
+    mnt.mkdir()  # one that was there stays
+    (mnt / "keep").write_text("mine\n")
+    kept = mountd("mount", *flags, "--factory", "trees:broken", str(mnt), cwd=tmp_path)
+    assert kept.returncode == 1
+    assert (mnt / "keep").read_text() == "mine\n"
+
+
+def test_a_file_is_not_a_mountpoint(tmp_path: Path) -> None:
+    afile = tmp_path / "afile"
+    afile.write_text("data\n")
+    result = mountd("mount", str(afile), cwd=tmp_path)
+    assert (result.returncode, result.stderr) == (
+        1,
+        f"mountd: mountpoint is not a directory: {afile}\n",
+    )
+    assert afile.read_text() == "data\n"
 
 
 def start_foreground(project: Path, mnt: Path, *, ignore_sigint: bool) -> subprocess.Popen[str]:
