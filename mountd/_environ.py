@@ -95,21 +95,23 @@ def _path(caller_path: str, roots: Sequence[str]) -> str:
 
 def git_config(caller: Mapping[str, str]) -> str:
     """The sandbox's global git config: the caller's identity and nothing else."""
+    identity = _caller_identity(caller)
     lines = []
-    identity = [(key, _caller_git(caller, f"user.{key}")) for key in ("name", "email")]
-    if any(value for _, value in identity):
+    if identity:
         lines.append("[user]\n")
-        lines += [f"\t{key} = {_quoted(value)}\n" for key, value in identity if value]
+        lines += [
+            f"\t{key} = {_quoted(identity[key])}\n" for key in ("name", "email") if key in identity
+        ]
     lines.append("[safe]\n\tdirectory = *\n")
     return "".join(lines)
 
 
-def _caller_git(caller: Mapping[str, str], key: str) -> str | None:
-    """``git config --get key`` as the caller's git sees it outside any repository."""
+def _caller_identity(caller: Mapping[str, str]) -> dict[str, str]:
+    """``user.name`` and ``user.email`` as the caller's git sees them outside any repository."""
     env = {k: v for k, v in caller.items() if k not in ("GIT_DIR", "GIT_WORK_TREE")}
     try:
         done = subprocess.run(
-            ["git", "config", "--get", key],
+            ["git", "config", "--get-regexp", r"^user\.(name|email)$"],
             cwd="/",
             env=env,
             capture_output=True,
@@ -118,9 +120,13 @@ def _caller_git(caller: Mapping[str, str], key: str) -> str | None:
             check=False,
         )
     except (OSError, subprocess.TimeoutExpired):
-        return None
-    value = done.stdout.strip()
-    return value if done.returncode == 0 and value and "\n" not in value else None
+        return {}
+    found = {}
+    for line in done.stdout.splitlines():
+        key, _, value = line.partition(" ")
+        if value:
+            found[key.removeprefix("user.")] = value  # the last one wins, as for git
+    return found
 
 
 def _quoted(value: str) -> str:

@@ -199,8 +199,11 @@ async def _run(request: RunRequest, bwrap: str, user: SandboxUser) -> int:
     served: vfs.FileSystem = audited_fs(tree, log)
     if binds:
         served = vfs.union_fs({ROOT: served, **bind_trees(binds)})
-    # In --at mode bubblewrap makes the system entries on a root of its own: none to answer.
-    root = sandbox_root(served, entries if request.at == ROOT else (), unlisted=[BINDS_NAME])
+    root = served
+    if request.at == ROOT:
+        root = sandbox_root(served, entries, unlisted=[BINDS_NAME])
+    elif binds:  # (in --at mode bubblewrap makes the system entries on a root of its own)
+        root = sandbox_root(served, (), unlisted=[BINDS_NAME])
     options = MountOptions(
         fsname="agentroot-run", allow_other=user.switch, owners=await _owners(view, user)
     )

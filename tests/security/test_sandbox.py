@@ -428,3 +428,25 @@ def test_a_terminated_run_leaves_no_process_behind(tmp_path: Path) -> None:
     for pid in filter(str.isdigit, os.listdir("/proc")):
         with contextlib.suppress(OSError):
             assert Path(f"/proc/{pid}/cmdline").read_bytes() != f"sleep\0{tag}\0".encode()
+
+
+@pytest.mark.mount
+def test_links_in_the_project_never_reach_the_host(tmp_path: Path) -> None:
+    """Links planted in the project (absolute, relative, climbing out) resolve inside the
+    sandbox; the host's file behind them is never read, and no host process is visible."""
+    secret = tmp_path / "outside-secret"
+    secret.write_text("SECRET-OUTSIDE\n")
+    root = project(tmp_path)
+    (root / "abs").symlink_to(secret)
+    (root / "rel").symlink_to("../outside-secret")
+    (root / "deep").symlink_to("../../../../../../../../" + str(secret))
+    attack = (
+        "for l in abs rel deep; do cat $l; done 2>/dev/null; "
+        "ln /etc/hostname mine 2>/dev/null && echo linked; "
+        "ls /proc | grep -c '^[0-9]'; cat /proc/1/comm"
+    )
+    out = output_of(mountd_run("--", "sh", "-c", attack, cwd=root))
+    assert "SECRET" not in out
+    lines = out.splitlines()
+    assert "linked" not in lines
+    assert int(lines[-2]) < 10 and lines[-1] == "bwrap"  # its own PID namespace
