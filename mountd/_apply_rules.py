@@ -23,14 +23,19 @@ A change is refused, for the first reason that holds, when:
 5. its path on the host goes through a symlink or a mount point
    (:func:`vfs._cow_changes.unsafe_paths`: judged on what the host path really is, never on its
    text alone);
-6. it removes a directory that still holds a refused change (the removal would fail), or it
-   lies inside a directory whose creation is refused (writing it would make that directory).
+6. it depends on a refused change: a directory's removal (or replacement) is applied whole or
+   not at all, so a removal beneath a refused one, and the removal of a directory that still
+   holds a refused one, are refused (``.git`` replaced by a gitfile must not delete the
+   repository's objects and refs one by one); and nothing is made inside a directory whose
+   creation is refused (writing it would make that directory).
 
 5 and 6 depend on which other changes are applied, so they are decided to a fixed point.
 
 Git directories. A path segment named ``.git`` (in any letter case: a case-folding host
 directory would take ``.GIT`` for it) starts a git directory, anywhere in the tree: a nested
-repository's ``sub/.git`` is judged like the top one. Inside it, only what git's own commands
+repository's ``sub/.git`` is judged like the top one. So does a directory git would take for a
+bare repository (``HEAD``, ``objects/``, ``refs/``: :func:`bare_repository`), since a git
+command run anywhere inside it reads its ``config`` and runs its hooks. Inside it, only what git's own commands
 write in a normal session is applied, as the first matching row of :data:`GIT_RULES` says (by
 the path relative to the git directory, the entry's kind and the change's kind; a rename is
 judged as a deletion at its old path and an addition at its new one). A path matching no row is
@@ -319,17 +324,22 @@ def git_segments(path: str) -> list[int]:
     return [i for i, name in enumerate(path.split("/")[1:]) if name.lower() == ".git"]
 
 
-def git_reason(path: str, entry: Kind, change: str) -> str | None:
+def git_reason(path: str, entry: Kind, change: str, bare: str | None = None) -> str | None:
     """Why a change (``change``: added, modified, deleted or mode_changed) of the ``entry`` at
     ``path`` (the layer's coordinates) is refused by :data:`GIT_RULES`; ``None`` when it is
-    outside every git directory or a row applies it."""
+    outside every git directory or a row applies it. ``bare`` is a directory above ``path``
+    that git takes for a repository though it is not named ``.git`` (see
+    :func:`bare_repository`)."""
     names = path.split("/")[1:] if path != ROOT else []
     found = [i for i, name in enumerate(names) if name.lower() == ".git"]
-    if not found:
-        return None
     if len(found) > 1:
         return NESTED_GIT
-    relative = "/".join(names[found[0] + 1 :])
+    if found:
+        relative = "/".join(names[found[0] + 1 :])
+    elif bare is not None and is_strictly_under(path, bare):
+        relative = path[len(bare.rstrip("/")) + 1 :]
+    else:
+        return None
     for rule in GIT_RULES:
         if rule.matches(relative, entry, change):
             if rule.applies and not _well_named(relative, entry):
@@ -366,8 +376,9 @@ async def refusals(
     the module docstring); ``policy`` is the served tree's, in its coordinates."""
     listed = list(changes)
     refused: dict[TreeChange, str] = {}
+    seen: dict[str, bool] = {}  # directory -> whether git takes it for a repository
     for change in listed:
-        reason = await _own_reason(cow, prefix, change, policy)
+        reason = await _own_reason(cow, prefix, change, policy, seen)
         if reason is not None:
             refused[change] = reason
     dest = writer_view(cow.lower)
@@ -387,8 +398,46 @@ async def refusals(
         refused.update(more)
 
 
+_HEAD_TEXT = re.compile(rb"ref: refs/\S+\n?|[0-9a-f]{40}\n?|[0-9a-f]{64}\n?")
+
+
+async def bare_repository(cow: CowFileSystem, path: str, seen: dict[str, bool]) -> str | None:
+    """The nearest directory above ``path`` (the root too) that git would take for a repository
+    of its own though it is not named ``.git``, as git's discovery does: a valid ``HEAD`` file,
+    ``objects/`` and ``refs/`` directories, in the layer as apply would leave it. A ``config``
+    there is read (``core.fsmonitor``, aliases, ...) by any git command run inside it, and its
+    ``hooks/`` run: its contents are judged by :data:`GIT_RULES` like a ``.git``'s."""
+    probe = path
+    while probe != ROOT:
+        probe = parent_path(probe)
+        looks = seen.get(probe)
+        if looks is None:
+            looks = seen[probe] = await _looks_like_repository(cow, probe)
+        if looks:
+            return probe
+    return None
+
+
+async def _looks_like_repository(cow: CowFileSystem, directory: str) -> bool:
+    base = directory.rstrip("/")
+    head = await cow.lstat(base + "/HEAD")
+    if head.kind != "file" or head.size > 100:
+        return False
+    if (await cow.lstat(base + "/objects")).kind != "directory":
+        return False
+    if (await cow.lstat(base + "/refs")).kind != "directory":
+        return False
+    data = await cow.read(base + "/HEAD")
+    text = data.encode() if isinstance(data, str) else data
+    return _HEAD_TEXT.fullmatch(text) is not None
+
+
 async def _own_reason(
-    cow: CowFileSystem, prefix: str, change: TreeChange, policy: Policy | None
+    cow: CowFileSystem,
+    prefix: str,
+    change: TreeChange,
+    policy: Policy | None,
+    seen: dict[str, bool],
 ) -> str | None:
     """Reasons 1 to 4 of the module docstring: those that depend on this change alone."""
     if change.kind == "renamed":
@@ -397,9 +446,10 @@ async def _own_reason(
     else:
         judged = [(change.path, change.kind)]
     for path, kind in judged:
-        reason = git_reason(path, change.entry, kind)
+        bare = None if git_segments(path) else await bare_repository(cow, path, seen)
+        reason = git_reason(path, change.entry, kind, bare)
         if reason is not None:
-            return reason
+            return reason if bare is None else f"{reason} ({bare} is a git directory)"
     if (
         change.entry == "symlink"
         and change.kind != "deleted"
@@ -432,22 +482,31 @@ async def _leads_into_git(cow: CowFileSystem, path: str) -> bool:
     return bool(git_segments(lexical) or git_segments(real))
 
 
+def _removes(change: TreeChange) -> str | None:
+    """The path whose lower entry ``change`` removes or replaces, if any."""
+    if change.kind in ("deleted", "modified"):
+        return change.path
+    return change.old_path if change.kind == "renamed" else None
+
+
 def _held_back(change: TreeChange, refused: dict[TreeChange, str]) -> str | None:
-    """Reason 6: a refused change that this one depends on."""
-    removes = change.path if change.kind == "deleted" else change.old_path
-    if change.entry == "directory" and change.kind in ("deleted", "renamed") and removes:
-        for other in refused:
-            held = other.path if other.kind == "deleted" else other.old_path
-            if held is not None and is_strictly_under(held, removes):
-                return f"removes a directory that still holds a refused change: {held}"
-    if change.kind != "deleted":
-        for other in refused:
-            if (
-                other.entry == "directory"
-                and other.kind in ("added", "modified", "renamed")
-                and is_strictly_under(change.path, other.path)
-            ):
-                return f"inside {other.path}, whose creation is refused"
+    """Reason 6: a refused change that this one depends on. A directory's removal is applied
+    whole or not at all, and nothing is made inside a directory whose creation is refused."""
+    removes = _removes(change)
+    for other in refused:
+        held = _removes(other)
+        if removes is not None and held is not None:
+            if is_strictly_under(held, removes):
+                return f"removes {removes}, which still holds a refused change: {held}"
+            if is_strictly_under(removes, held):
+                return f"part of the removal of {held}, which is refused"
+        if (
+            change.kind != "deleted"
+            and other.entry == "directory"
+            and other.kind in ("added", "modified", "renamed")
+            and is_strictly_under(change.path, other.path)
+        ):
+            return f"inside {other.path}, whose creation is refused"
     return None
 
 

@@ -140,8 +140,10 @@ async def apply_unprotected(
     ``CowRefusedError`` (nothing written) when a host path became unsafe since it was judged.
     """
     cow = found.cow
-    changes, refused = await judged(found, policy)
+    changes = [change async for change in cow.changes()]
     selection = select(changes, None if paths is None else list(paths))
+    # Judged as what is applied: a host symlink that an unchosen change would replace stays.
+    refused = await refusals(cow, found.prefix, selection, policy)
     kept = tuple(refused_in(selection, refused))
     chosen = [c for c in selection if c not in refused]
     if not chosen:
