@@ -29,7 +29,9 @@ A change is refused, for the first reason that holds, when:
    repository's objects and refs one by one); and nothing is made inside a directory whose
    creation is refused (writing it would make that directory).
 
-5 and 6 depend on which other changes are applied, so they are decided to a fixed point.
+5 and 6 depend on which other changes are applied, so they are decided to a fixed point (an
+apply judges the changes it was asked for; a listing judges them all). Reasons name paths in the
+layer's own coordinates, the host directory's.
 
 Git directories. A path segment named ``.git`` (in any letter case: a case-folding host
 directory would take ``.GIT`` for it) starts a git directory, anywhere in the tree: a nested
