@@ -60,6 +60,7 @@ from ._cow_meta import RESERVED, CowConflictError, CowRefusedError, Stamp, TreeC
 from ._dir import DirFileSystem
 from ._errors import PathError, UnsafePathError
 from ._paths import ROOT, is_under, join_path, normalize_path, parent_path, split_path
+from ._policy import PolicyFileSystem
 from ._posix_view import posix_view
 from ._types import FileInfo, FileSystem, Kind, PosixFileSystem
 
@@ -315,9 +316,12 @@ def _lines(text: str) -> list[str]:
 
 def writer_view(tree: FileSystem) -> PosixFileSystem:
     """What apply writes ``tree`` through: a host directory's strict view (see
-    :class:`vfs._dir.DirFileSystem`), any other tree's POSIX view."""
+    :class:`vfs._dir.DirFileSystem`), also under a policy of its own (a spec's ``dir`` layer
+    with ``policy``: the same policy over the strict view), any other tree's POSIX view."""
     if isinstance(tree, DirFileSystem):
         return tree if tree.strict else tree.strict_view()
+    if isinstance(tree, PolicyFileSystem) and isinstance(tree.tree, DirFileSystem):
+        return PolicyFileSystem(writer_view(tree.tree), tree.policy)
     return posix_view(tree)
 
 

@@ -254,6 +254,12 @@ def test_apply_never_writes_through_a_host_symlink(repo: Path, marker: Path, mnt
             "A /planted (refused: a symlink into a git directory: whatever writes through it "
             "writes git's files)\n"
         )
+        diff = mountd("diff", str(mnt), cwd=repo)
+        assert (diff.returncode, diff.stdout) == (0, "")  # nothing apply would write
+        assert diff.stderr == (
+            "mountd: not applied (refused):\n  A /planted: a symlink into a git directory: "
+            "whatever writes through it writes git's files\n"
+        )
         (mnt / "planted").unlink()
         # ... and with the link already on the host, a directory in its place in the mount:
         (mnt / "docs-link").unlink()

@@ -107,3 +107,37 @@ def test_strict_writes_replace_links_and_set_no_set_id_bit(host: Path, tmp_path:
         assert (await plain.lstat("/real/new")).kind == "file"
 
     run(body)
+
+
+def test_apply_keeps_a_replaced_file_s_owner_and_gives_new_entries_their_directory_s(
+    tmp_path: Path,
+) -> None:
+    assert os.geteuid() == 0  # the suite runs as root, as the daemon does
+    (tmp_path / "theirs").mkdir()
+    (tmp_path / "theirs" / "f").write_text("f\n")
+    (tmp_path / "mine.txt").write_text("m\n")
+    os.chown(tmp_path / "theirs", 1234, 5678)
+    os.chown(tmp_path / "theirs" / "f", 4321, 8765)
+
+    async def body() -> None:
+        cow = vfs.cow_fs(vfs.dir_fs(tmp_path))
+        await cow.write("/theirs/f", "changed\n")
+        await cow.write("/theirs/new", "new\n")
+        await cow.mkdir("/theirs/sub")
+        await cow.symlink("/theirs/link", "f")
+        await cow.apply()
+
+    run(body)
+    owners = {
+        name: (st.st_uid, st.st_gid)
+        for name in ("f", "new", "sub", "link")
+        for st in [os.lstat(tmp_path / "theirs" / name)]
+    }
+    assert owners == {
+        "f": (4321, 8765),
+        "new": (1234, 5678),
+        "sub": (1234, 5678),
+        "link": (1234, 5678),
+    }
+    assert (tmp_path / "theirs" / "f").read_text() == "changed\n"
+    assert not [p for p in (tmp_path / "theirs").iterdir() if p.name.startswith(".agentroot")]
