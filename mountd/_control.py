@@ -23,13 +23,15 @@ request                                        answer (``{"ok": false, "error": 
 ``{"op": "adopt", "tool": "webFetch",``        ``{"ok": true, "result": ..., "adopted": [uuid]}``:
 ``"result": ...}``                             the active turn's spill rewrite (``Turn.adopt_spill``)
 ``{"op": "cow", "action": "changes",``         ``{"ok": true, "cows": [...], "changes": [{"path",
-``"paths": [...]}`` (``paths`` optional)       "kind", "entry", "from", "mode"}]}``: what differs
-                                               from the lower tree now (see below)
-``{"op": "cow", "action": "diff",``            ``{"ok": true, "diff": "..."}``: the git-style diff
-``"paths": [...]}`` (``paths`` optional)       of those paths, else of all but ``/.git``
-``{"op": "cow", "action": "apply",``           ``{"ok": true, "applied": [change...],
-``"paths": [...]}`` (``paths`` optional)       "protected": [path...]}``: the changes written back
-                                               to the lower tree, those protected and kept
+``"paths": [...]}`` (``paths`` optional)       "kind", "entry", "from", "mode", "refused"}]}``:
+                                               what differs from the lower tree now (see below)
+``{"op": "cow", "action": "diff",``            ``{"ok": true, "diff": "...", "refused": [...]}``:
+``"paths": [...]}`` (``paths`` optional)       the git-style diff of those paths, else of all
+                                               that apply would write but ``/.git``
+``{"op": "cow", "action": "apply",``           ``{"ok": true, "applied": [change...], "refused":
+``"paths": [...]}`` (``paths`` optional)       [change...], "set_id_cleared": [path...]}``: the
+                                               changes written back to the lower tree, those
+                                               refused and kept
 =============================================  ==================================================
 
 Turns need a turn-aware tree (:class:`vfs.turns.TurnRoot`); on any other tree the turn and adopt
@@ -43,11 +45,16 @@ The ``cow`` requests review the copy-on-write layers of the served tree (``mount
 are the answer's paths. A change is ``{"path", "kind"`` (added, modified, deleted, renamed,
 mode_changed), ``"entry"`` (file, directory, symlink), ``"from"`` (a rename's old path, else
 null), ``"mode"`` (``{"old": "0644", "new": "0755"}`` when the permission bits differ, else
-null)``}``. The diff is in each layer's own coordinates (``a/src/x.py``: what ``git apply`` in the
-lower directory takes). Apply writes into the lower tree with the protection ``mountd run
---apply`` has (:func:`mountd._review.apply_unprotected`): never ``.git/hooks`` or ``.git/config``,
-never what the served tree's policy does not grant write to; protected changes are kept and listed
-(naming only protected paths is an error). A file open for writing through the mount is not
+null), ``"refused"`` (why apply leaves it out, else null; see ``mountd._apply_rules``)``}``; a
+refused change in ``diff``'s and ``apply``'s ``refused`` lists is ``{"path", "kind", "entry",
+"from", "reason"}``. The diff is in each layer's own coordinates (``a/src/x.py``: what ``git
+apply`` in the lower directory takes); by default it holds only what apply would write, outside
+``/.git``. Apply writes into the lower tree with the rules ``mountd run --apply`` has
+(:func:`mountd._review.apply_unprotected`): inside any ``.git`` only what git writes in a normal
+session, never what the served tree's policy does not grant write to, never through a symlink or
+across a mount point on the host, never a set-id bit (``set_id_cleared`` names the applied paths
+that had one); refused changes are kept and listed (naming only refused paths is an error). A
+file open for writing through the mount is not
 applied (the error names it, nothing is written): apply drops the layer's copy, which its later
 writes, and the kernel's dirty pages, would go to. A conflict (the lower changed since a path was
 copied up) writes nothing and answers the error with ``"conflicts": [path...]``. The layer then forgets
@@ -76,14 +83,16 @@ from typing import Any
 import trio
 
 from vfs import Change, FileSystem, Watchable
-from vfs._cow_meta import CowConflictError, TreeChange
+from vfs._cow_changes import select
+from vfs._cow_meta import CowConflictError, CowRefusedError, TreeChange
 from vfs._errors import ReadOnlyMountError
 from vfs._paths import ROOT, is_under, normalize_path, strip_prefix
 from vfs._posix_view import posix_view
 from vfs.turns import Turn, TurnRoot
 
 from . import _registry as registry
-from ._review import CowAt, apply_unprotected, find_cows, outside_git, served_policy
+from ._apply_rules import Refusal
+from ._review import CowAt, apply_unprotected, find_cows, judged, outside_git, served_policy
 
 MAX_CHANGES = 100_000
 MAX_LINE = 16 * 1024 * 1024
@@ -288,41 +297,60 @@ class Controller:
         return await self._cow_apply(cows, paths)
 
     async def _cow_changes(self, cows: list[CowAt], paths: list[str] | None) -> dict[str, Any]:
+        policy = await served_policy(self.fs)
         listed: list[dict[str, Any]] = []
         for found in cows:
             chosen = _within(paths, found.prefix)
             if chosen == []:
                 continue
-            async for change in found.cow.changes(chosen):
-                listed.append(await _describe_change(found, change))
+            changes, refused = await judged(found, policy)
+            for change in select(changes, chosen):
+                listed.append(await _describe_change(found, change, refused.get(change)))
         return {"ok": True, "cows": [_describe_cow(c) for c in cows], "changes": listed}
 
     async def _cow_diff(self, cows: list[CowAt], paths: list[str] | None) -> dict[str, Any]:
+        policy = await served_policy(self.fs)
         parts = []
+        refusals: list[dict[str, Any]] = []
         for found in cows:
             chosen = _within(paths, found.prefix)
-            if chosen is None:  # everything but git's own files (binary noise), as `run --diff`
-                chosen = outside_git([change async for change in found.cow.changes()])
+            if chosen == []:
+                continue
+            changes, refused = await judged(found, policy)
+            refusals += [
+                _refusal_entry(found, Refusal(c, refused[c]))
+                for c in select(changes, chosen)
+                if c in refused
+            ]
+            if chosen is None:  # what apply would write but git's own files, as `run --diff`
+                chosen = outside_git(changes, refused)
             if chosen:
                 parts.append(await found.cow.diff(chosen))
-        return {"ok": True, "diff": "".join(parts)}
+        return {"ok": True, "diff": "".join(parts), "refused": refusals}
 
     async def _cow_apply(self, cows: list[CowAt], paths: list[str] | None) -> dict[str, Any]:
         policy = await served_policy(self.fs)
         await self._refuse_open_files(cows, paths)
         applied: list[dict[str, Any]] = []
-        kept: list[str] = []
+        kept: list[dict[str, Any]] = []
+        cleared: list[str] = []
         for found in cows:
             chosen = _within(paths, found.prefix)
             if chosen == []:
                 continue
             try:
-                done, protected = await apply_unprotected(found, policy, chosen)
+                done = await apply_unprotected(found, policy, chosen)
             except CowConflictError as error:
                 raise ControlError(
                     f"{_nothing_more(applied)}: {error} ({len(error.paths)} conflicting "
                     f"path{'s' if len(error.paths) != 1 else ''})",
                     conflicts=[found.served(path) for path in error.paths],
+                    applied=applied,
+                ) from None
+            except CowRefusedError as error:
+                raise ControlError(
+                    f"{_nothing_more(applied)}: {error}",
+                    refused=[found.served(path) for path in error.paths],
                     applied=applied,
                 ) from None
             except ReadOnlyMountError:
@@ -336,16 +364,16 @@ class Controller:
                     f"applying the changes to {found.cow.lower!r} failed: {error}",
                     applied=applied,
                 ) from None
-            applied += [_change_entry(found, change) for change in done]
-            kept += [found.served(path) for path in protected]
+            applied += [_change_entry(found, change) for change in done.applied]
+            kept += [_refusal_entry(found, refusal) for refusal in done.refused]
+            cleared += [found.served(path) for path in done.set_id_cleared]
         if paths is not None and kept and not applied:
             raise ControlError(
-                f"not applied: {', '.join(kept)} "
-                f"{'is' if len(kept) == 1 else 'are'} protected (.git/hooks and .git/config, "
-                "and what the tree's policy does not let it write, are never written back)",
-                protected=kept,
+                "not applied: "
+                + "; ".join(f"{entry['path']} is refused: {entry['reason']}" for entry in kept),
+                refused=kept,
             )
-        return {"ok": True, "applied": applied, "protected": kept}
+        return {"ok": True, "applied": applied, "refused": kept, "set_id_cleared": cleared}
 
     async def _refuse_open_files(self, cows: list[CowAt], paths: list[str] | None) -> None:
         """Refuse to apply a file open for writing through the mount: apply drops the layer's
@@ -413,8 +441,15 @@ def _change_entry(found: CowAt, change: TreeChange) -> dict[str, Any]:
     }
 
 
-async def _describe_change(found: CowAt, change: TreeChange) -> dict[str, Any]:
-    """A change as the answer lists it, with its permission bits' change."""
+def _refusal_entry(found: CowAt, refusal: Refusal) -> dict[str, Any]:
+    return {**_change_entry(found, refusal.change), "reason": refusal.reason}
+
+
+async def _describe_change(
+    found: CowAt, change: TreeChange, refused: str | None = None
+) -> dict[str, Any]:
+    """A change as the answer lists it, with its permission bits' change and why apply refuses
+    it (``None``: it does not)."""
     entry = _change_entry(found, change)
     entry["mode"] = None
     if change.kind not in ("added", "deleted") and change.entry != "symlink":
@@ -422,6 +457,7 @@ async def _describe_change(found: CowAt, change: TreeChange) -> dict[str, Any]:
         new = await found.cow.lstat(change.path)
         if old.mode is not None and new.mode is not None and old.mode != new.mode:
             entry["mode"] = {"old": f"{old.mode:04o}", "new": f"{new.mode:04o}"}
+    entry["refused"] = refused
     return entry
 
 

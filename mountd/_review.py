@@ -1,4 +1,4 @@
-"""Reviewing a served tree's copy-on-write layers: find them, and apply their changes safely.
+"""Reviewing a served tree's copy-on-write layers: find them, and apply what may be applied.
 
 Theory of operation
 -------------------
@@ -9,20 +9,20 @@ returns each layer with the prefix it is served at, so a change's path in the la
 coordinates, as ``changes()``/``diff()``/``apply()`` speak) maps to the served tree's with
 :func:`vfs._paths.add_prefix`.
 
-Applying writes the layer's changes into its lower tree (the host directory). Two commands do it,
-``mountd run --apply`` after the command and ``mountd apply`` while the tree is mounted, and both
-go through :func:`apply_unprotected`, so they protect the same things: :func:`protected` leaves
-out every change that the repository policy (``.git/hooks``, ``.git/config``) would refuse, in the
-layer's coordinates whether or not the layer has that policy, and every change the served tree's
-own policy (``policy``, in the served tree's coordinates) does not grant write to. A directory
-whose application would carry a protected change along is left out too (its entries are applied
-one by one). Kept changes stay in the layer and keep being listed. The served tree's policy is
-the one ``mountd run`` applies (:func:`served_policy`).
+Applying writes the layer's changes into its lower tree (the host directory). Every way to do it
+(``mountd run --apply`` after the command, ``mountd apply`` and the control socket's ``cow
+apply`` while the tree is mounted) goes through :func:`apply_unprotected`, so they refuse the same
+things: what :func:`mountd._apply_rules.refusals` refuses (inside any ``.git`` only what git
+writes in a normal session, no symlink into a git directory, no set-id bit, nothing the served
+tree's own policy does not grant write to, nothing whose host path goes through a symlink or a
+mount point). Refused changes stay in the layer and keep being listed, with their reasons, by
+``changes``, ``diff`` and the run's summary, which ask the same function. The served tree's policy
+is the one ``mountd run`` applies (:func:`served_policy`).
 
-The protection check and the write are two steps: ``CowFileSystem.apply`` recomputes the changes
-under the layer's lock, and :func:`apply_unprotected` names only paths it checked. A change made
-through the mount between the two steps and beneath a chosen path would be applied along; the
-repository policy on the served tree refuses the protected writes in the first place.
+Judging and writing are two steps, but the write takes only the changes judged
+(``CowFileSystem.apply(only=...)``): a change made through the mount in between is left for a
+later apply, and the host side is written through ``dir_fs``'s strict view, which follows no
+symlink and crosses no mount point whatever changed there meanwhile.
 
 Conflicts (the lower changed since the layer copied the path up) are ``CowConflictError`` from
 ``apply`` itself: every change is checked before anything is written, so nothing is.
@@ -30,18 +30,19 @@ Conflicts (the lower changed since the layer copied the path up) are ``CowConfli
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from vfs._cow import CowFileSystem
-from vfs._cow_changes import select
+from vfs._cow_changes import SET_ID_BITS, select
 from vfs._cow_meta import TreeChange
-from vfs._errors import PermissionDeniedError
 from vfs._paths import ROOT, add_prefix, is_under
 from vfs._policy import Policy, PolicyFileSystem, repository_policy
 from vfs._posix_view import posix_view
 from vfs._types import FileSystem
 from vfs._union import UnionFileSystem
+
+from ._apply_rules import Refusal, refusals, refused_in
 
 GIT_DIR = "/.git"
 
@@ -98,59 +99,60 @@ def in_git(change: TreeChange) -> bool:
     )
 
 
-def outside_git(changes: Iterable[TreeChange]) -> list[str]:
-    """The paths of the changes that are not git's own files (what a diff shows by default)."""
-    return [c.path for c in changes if not in_git(c)]
+def outside_git(
+    changes: Iterable[TreeChange], refused: Mapping[TreeChange, str] | None = None
+) -> list[str]:
+    """The paths a diff shows by default: the files and symlinks that are neither git's own
+    files nor ``refused`` (a directory's path would bring in everything beneath it, refused
+    entries too, and a diff shows no directory)."""
+    return [
+        c.path
+        for c in changes
+        if not in_git(c) and c.entry != "directory" and (refused is None or c not in refused)
+    ]
 
 
-def protected(change: TreeChange, prefix: str, policy: Policy | None) -> bool:
-    """Whether applying must leave ``change`` out: the repository policy protects it (in the
-    cow's own coordinates), or ``policy`` (the served tree's) does not grant write there."""
-    repository = repository_policy()
-    directory = change.entry == "directory"
-    for path in (change.path, change.old_path):
-        if path is None:
-            continue
-        if repository.access(path, directory=directory) != "write":
-            return True
-        if policy is not None:
-            full = add_prefix(path, prefix)
-            if policy.access(full, directory=directory) != "write":
-                return True
-    return False
+async def judged(
+    found: CowAt, policy: Policy | None
+) -> tuple[list[TreeChange], dict[TreeChange, str]]:
+    """The layer's changes now, and those apply refuses with why (what the listings show)."""
+    changes = [change async for change in found.cow.changes()]
+    return changes, await refusals(found.cow, found.prefix, changes, policy)
+
+
+@dataclass(frozen=True)
+class Applied:
+    """What :func:`apply_unprotected` did: the changes written, those refused (among the chosen
+    ones, with why), and the applied paths whose set-id bits were left out."""
+
+    applied: tuple[TreeChange, ...]
+    refused: tuple[Refusal, ...]
+    set_id_cleared: tuple[str, ...] = ()
 
 
 async def apply_unprotected(
     found: CowAt, policy: Policy | None, paths: Iterable[str] | None = None
-) -> tuple[list[TreeChange], list[str]]:
+) -> Applied:
     """Apply every change (at or beneath ``paths``, in the cow's coordinates; all when ``None``)
-    that is not :func:`protected`; return what was applied and the protected paths kept.
+    that :func:`mountd._apply_rules.refusals` does not refuse.
 
     Raises ``CowConflictError`` (nothing written) when the lower changed underneath, and
-    ``PermissionDeniedError`` if applying would carry a protected change along (not expected:
-    every change has its own path).
+    ``CowRefusedError`` (nothing written) when a host path became unsafe since it was judged.
     """
-    changes = [change async for change in found.cow.changes()]
-    keep_all = [c for c in changes if protected(c, found.prefix, policy)]
+    cow = found.cow
+    changes = [change async for change in cow.changes()]
     selection = select(changes, None if paths is None else list(paths))
-    keep = [c for c in selection if c in keep_all]
-    chosen = [c for c in selection if c not in keep_all]
-    # Applying a directory's path applies everything beneath it: leave out directories that
-    # would carry a protected change along (their entries are listed, and applied, one by one).
-    chosen = [
-        c
-        for c in chosen
-        if c.entry != "directory"
-        or not any(
-            is_under(k.path, c.path) or (k.old_path is not None and is_under(k.old_path, c.path))
-            for k in keep_all
-        )
-    ]
-    chosen_paths = [c.path for c in chosen]
-    if not chosen_paths:
-        return [], [c.path for c in keep]
-    carried = [c.path for c in select(changes, chosen_paths) if c in keep_all]
-    if carried:  # refuse rather than write them
-        raise PermissionDeniedError(carried[0])
-    applied = await found.cow.apply(chosen_paths)
-    return applied, [c.path for c in keep]
+    # Judged as what is applied: a host symlink that an unchosen change would replace stays.
+    refused = await refusals(cow, found.prefix, selection, policy)
+    kept = tuple(refused_in(selection, refused))
+    chosen = [c for c in selection if c not in refused]
+    if not chosen:
+        return Applied((), kept)
+    cleared = []
+    for change in chosen:
+        if change.kind != "deleted" and change.entry != "symlink":
+            mode = (await cow.lstat(change.path)).mode
+            if mode is not None and mode & SET_ID_BITS:
+                cleared.append(change.path)
+    applied = await cow.apply(None if paths is None else list(paths), only=chosen)
+    return Applied(tuple(applied), kept, tuple(cleared))

@@ -349,6 +349,8 @@ def _say_outside_review(binds: tuple[Bind, ...], abi: int) -> None:
 async def _report(
     request: RunRequest, status: int, cows: list[CowAt], log: AuditLog, policy: Policy | None
 ) -> int:
+    from ._review import judged
+
     denied = log.denied()
     if not cows:
         _say(
@@ -356,10 +358,10 @@ async def _report(
             "so its changes went straight to the tree"
         )
     for found in cows:
-        changes = [change async for change in found.cow.changes()]
-        _say(_summary(found.prefix, changes, status))
+        changes, refused = await judged(found, policy)
+        _say(_summary(found.prefix, changes, status, refused))
         if request.diff:
-            outside = outside_git(changes)
+            outside = outside_git(changes, refused)
             if outside:
                 text = await found.cow.diff(outside)
                 sys.stdout.write(text if not text or text.endswith("\n") else text + "\n")
@@ -377,7 +379,7 @@ async def _report(
         return status
     for found in cows:
         try:
-            applied, kept = await apply_unprotected(found, policy)
+            done = await apply_unprotected(found, policy)
         except CowConflictError as error:
             _say(
                 f"nothing applied: {error} ({len(error.paths)} conflicting path(s): "
@@ -388,14 +390,27 @@ async def _report(
             _say(f"applying the changes failed: {error}")
             return 1
         where = _lower_name(found.cow)
-        _say(f"applied {len(applied)} change{'s' if len(applied) != 1 else ''} to {where}")
-        if kept:
-            _say(f"not applied (protected): {', '.join(kept)}")
+        count = len(done.applied)
+        _say(f"applied {count} change{'s' if count != 1 else ''} to {where}")
+        if done.set_id_cleared:
+            cleared = [found.served(path) for path in done.set_id_cleared]
+            _say(f"applied without their set-id bits: {', '.join(cleared)}")
+        if done.refused:
+            kept = [found.served(r.change.path) for r in done.refused]
+            _say(f"not applied (refused, see above): {', '.join(kept)}")
     return status
 
 
-def _summary(prefix: str, changes: list[TreeChange], status: int) -> str:
-    shown = [c for c in changes if not in_git(c)]
+def _summary(
+    prefix: str,
+    changes: list[TreeChange],
+    status: int,
+    refused: dict[TreeChange, str] | None = None,
+) -> str:
+    """The change summary of the layer at ``prefix``: one line a change outside ``/.git`` and
+    one a change apply refuses (with why), then git's own files that apply takes, counted."""
+    refused = refused or {}
+    shown = [c for c in changes if not in_git(c) or c in refused]
     git = len(changes) - len(shown)
     where = "" if prefix == ROOT else f" at {prefix}"
     count = f"{len(changes)} change{'s' if len(changes) != 1 else ''}"
@@ -407,6 +422,8 @@ def _summary(prefix: str, changes: list[TreeChange], status: int) -> str:
         if change.old_path is not None:
             old = add_prefix(change.old_path, prefix)
             line += f" (from {old}{mark})"
+        if change in refused:
+            line += f" (refused: {refused[change]})"
         lines.append(line)
     if git:
         lines.append(

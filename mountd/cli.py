@@ -61,8 +61,8 @@ run against an actual path.
   mountd turn end ./mnt                end the agent's turn: /tmp is empty again (see `turn --help`)
   mountd changes ./mnt                 what the mount's copy-on-write tree changed (so far)
   mountd diff ./mnt [PATH...]          ... as a git-style diff
-  mountd apply ./mnt [PATH...]         ... written back to the directory it covers (never
-                                       .git/hooks or .git/config; see `apply --help`)
+  mountd apply ./mnt [PATH...]         ... written back to the directory it covers (inside
+                                       .git only git's own files; see `apply --help`)
 """
 
 MOUNT_DESCRIPTION = """\
@@ -106,16 +106,23 @@ while it is mounted, through the daemon's control channel.
 
   mountd changes ./mnt             what differs from the directory underneath, one path a line:
                                    A added, M modified, D deleted, R renamed (from), m mode
-                                   changed; git's own files under /.git are counted on one line
-  mountd diff ./mnt [PATH...]      the git-style diff (default: everything outside /.git), in
-                                   the directory's coordinates: `git apply` there takes it
+                                   changed; git's own files under /.git are counted on one line;
+                                   what apply refuses is marked (refused: why)
+  mountd diff ./mnt [PATH...]      the git-style diff (default: what apply would write, outside
+                                   /.git), in the directory's coordinates: `git apply` there
+                                   takes it; what apply refuses is named on stderr
   mountd apply ./mnt [PATH...]     write the changes (default: all) into the directory
 
 PATH is a path in the tree (/src/a.py or src/a.py), or a path through MOUNTPOINT (./mnt/src/a.py);
-a directory means everything beneath it. Apply has the protection of `mountd run --apply`: it never
-writes .git/hooks or .git/config (nor what the tree's policy does not let it write); those changes
-are kept and listed, and naming only them is an error. If a file changed in the directory since
-the mount copied it, nothing is written (exit 1); the same when a file to apply is open for
+a directory means everything beneath it. Apply has the rules of `mountd run --apply`: inside any
+.git (nested repositories too) it writes only what git writes in a normal session (objects,
+refs, logs, packed-refs, index, HEAD and the *_HEAD files, commit messages), never hooks, config,
+commondir, worktrees, modules, info or objects/info, a lock file or a symlink; never a symlink
+into a .git; never a set-uid or set-gid bit; never what the tree's policy does not let it write;
+and never through a symlink or across a mount point in the directory (a file is written as a new
+file renamed into place, so its other hard links keep their bytes). Refused changes are kept and
+listed with their reasons, and naming only them is an error. If a file changed in the directory
+since the mount copied it, nothing is written (exit 1); the same when a file to apply is open for
 writing through the mount. Applied paths are no longer changes, and the mount goes on serving the
 same names and bytes.
 """
@@ -732,6 +739,8 @@ def _print_review(action: str, path: str, reply: dict[str, Any], *, every: bool)
     if action == "diff":
         text = reply["diff"]
         sys.stdout.write(text if not text or text.endswith("\n") else text + "\n")
+        sys.stdout.flush()
+        _say_refused(reply.get("refused", []))
         return
     if action == "changes":
         gits = [add_prefix(GIT_DIR, cow["prefix"]) for cow in reply.get("cows", [])]
@@ -745,20 +754,37 @@ def _print_review(action: str, path: str, reply: dict[str, Any], *, every: bool)
         print("\n".join("  " + line for line in _change_lines(applied, every=True)))
     else:
         print("mountd: nothing to apply")
-    if reply["protected"]:
-        _say(f"not applied (protected): {', '.join(reply['protected'])}")
+    if reply.get("set_id_cleared"):
+        _say(f"applied without their set-id bits: {', '.join(reply['set_id_cleared'])}")
+    _say_refused(reply["refused"])
+
+
+def _say_refused(refused: list[dict[str, Any]]) -> None:
+    """Name on stderr what apply refuses, one change a line with why."""
+    if refused:
+        _say("not applied (refused):")
+        for line in _change_lines(refused, every=True):
+            print("  " + line, file=sys.stderr)
+        sys.stderr.flush()
 
 
 def _change_lines(
     changes: list[dict[str, Any]], *, every: bool, gits: Sequence[str] = ()
 ) -> list[str]:
-    """One line a change (``A /new``, ``R /b (from /a)``); unless ``every``, git's own files
-    (under ``gits``, each layer's ``/.git``) are counted on one line, as ``mountd run`` does."""
+    """One line a change (``A /new``, ``R /b (from /a)``, ``A /x (refused: why)``, or with a
+    ``reason``: ``A /x: why``); unless ``every``, git's own files (under ``gits``, each layer's
+    ``/.git``) that apply takes are counted on one line, as ``mountd run`` does."""
     lines = []
     git = 0
     for change in changes:
-        if not every and any(
-            p is not None and is_under(p, g) for p in (change["path"], change["from"]) for g in gits
+        if (
+            not every
+            and not change.get("refused")
+            and any(
+                p is not None and is_under(p, g)
+                for p in (change["path"], change["from"])
+                for g in gits
+            )
         ):
             git += 1
             continue
@@ -769,6 +795,10 @@ def _change_lines(
         mode = change.get("mode")
         if mode:
             line += f" (mode {mode['old']} -> {mode['new']})"
+        if change.get("refused"):
+            line += f" (refused: {change['refused']})"
+        if change.get("reason"):
+            line += f": {change['reason']}"
         lines.append(line)
     if git:
         where = " ".join(gits)

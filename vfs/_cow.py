@@ -62,7 +62,7 @@ import errno
 import hashlib
 import itertools
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
@@ -1223,20 +1223,43 @@ class CowFileSystem:
             return await render_diff(self, found)
 
     async def apply(
-        self, paths: Iterable[str] | None = None, *, target: FileSystem | None = None
+        self,
+        paths: Iterable[str] | None = None,
+        *,
+        target: FileSystem | None = None,
+        only: Collection[TreeChange] | None = None,
     ) -> builtins.list[TreeChange]:
         """Write the changes (all, or those at or beneath ``paths``) into ``target`` (default:
         the lower tree); return them.
 
-        Every change is checked before anything is written: where the target's entry is not the
-        one this tree shadowed (the lower file changed since it was copied up), nothing is
-        written and :class:`CowConflictError` (``ESTALE``) names the path. After writing into the
-        lower tree, this tree forgets the applied changes (its view is the lower's there).
+        ``only`` narrows them to these changes, as :meth:`changes` listed them: a change made
+        (or changed) since that listing is left for a later apply, so nothing is written that
+        the caller did not see. A host directory is written through its strict view: no
+        symlink is followed, no mount point crossed, no file written in place (a new file is
+        renamed over it, so its other hard links keep their bytes), no set-id bit set.
+
+        Every change is checked before anything is written: where a change's path in the
+        target goes through a symlink or a mount point, nothing is written and
+        :class:`CowRefusedError` (``EACCES``) names the paths; where the target's entry is not
+        the one this tree shadowed (the lower file changed since it was copied up), nothing is
+        written and :class:`CowConflictError` (``ESTALE``) names the path. After writing into
+        the lower tree, this tree forgets the applied changes (its view is the lower's there).
         """
         from ._cow_changes import apply_changes
 
         async with self._writing():
-            return await apply_changes(self, paths, target)
+            return await apply_changes(self, paths, target, only)
+
+    async def real_path(self, path: str) -> str:
+        """``path`` with every symlink in it resolved in the merged view (chroot semantics: an
+        absolute target is this tree's), the final one too; what a path names, as a program
+        inside this tree would reach it. A loop raises ``PathError(ELOOP)``."""
+        path = normalize_path(path)
+        await self._reading()
+        try:
+            return (await self._locate(path, follow=True)).path
+        except (FileNotFoundError, NotADirectoryError):
+            return path  # a missing or non-directory step: nothing is reached beyond it
 
 
 def _unlinked(info: FileInfo) -> FileInfo:

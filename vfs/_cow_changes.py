@@ -17,28 +17,50 @@ sockets and device nodes made in the upper are not changes (git tracks none of t
 text (or hold a NUL in the first 8 KiB). Symlinks show their target, as git does; directories are
 not shown (git does not track them).
 
-:func:`apply_changes` writes changes into a target (the lower by default). It first checks every
-change and raises :class:`CowConflictError` naming all conflicts, writing nothing, when the target
-is not what the tree shadowed: against the lower, the recorded (kind, size, mtime) must match, or
-the content hash recorded at copy-up; against another target, its content must hash to what the
-lower held (recorded at copy-up, or read from the lower while it is unchanged). Then it writes:
-removals (files, then directories deepest first), new directories (shallowest first), files and
-symlinks, modes. Applied to the lower, the tree then forgets what it applied: upper entries equal
-to the lower are dropped and whiteouts with nothing left to hide are cleared, all without changing
-the merged view's names and bytes; the applied paths' times are now the lower's, so each is
-reported as a ``metadata`` change.
+:func:`apply_changes` writes changes into a target (the lower by default), always through
+:func:`writer_view`: a host directory's strict view (``dir_fs``'s strict mode: no symlink followed
+in any component, no mount point crossed, no set-id bit set), any other tree as it is. It first
+checks every change, writing nothing when one fails: :func:`unsafe_paths` (a change whose path in
+the target, as it is now, goes through a symlink or a mount point, unless that symlink is itself
+replaced by a directory this apply makes) raises :class:`CowRefusedError` naming all of them; then
+:class:`CowConflictError` names all conflicts, where the target is not what the tree shadowed:
+against the lower, the recorded (kind, size, mtime) must match, or the content hash recorded at
+copy-up; against another target, its content must hash to what the lower held (recorded at
+copy-up, or read from the lower while it is unchanged). Then it writes: removals (files, then
+directories deepest first), new directories (shallowest first), files and symlinks, modes. A file
+is never written in place: its bytes go to a new file in the same directory (fsynced), which is
+renamed over the old name, so a hard link's other names (another repository's object, say) keep
+their bytes; a mode change of a file with other names is such a copy too. Every mode written has
+its set-id bits (``0o6000``) cleared. A replaced file keeps its owner and group, and a new entry
+gets the owner of its directory, when the process runs as root. Applied to the lower, the tree then
+forgets what it applied: upper entries equal to the lower are dropped and whiteouts with nothing
+left to hide are cleared, all without changing the merged view's names and bytes; the applied
+paths' times are now the lower's, so each is reported as a ``metadata`` change. A set-id bit left
+out stays a ``mode_changed`` change.
+
+The checks and the writes are two steps: a host program that swaps a directory for a symlink in
+between makes the strict view's write fail (``UnsafePathError``), never follow it; what was
+written before that stays.
 """
 
 from __future__ import annotations
 
+import contextlib
 import difflib
+import errno
 import hashlib
-from collections.abc import Callable, Iterable
+import os
+import secrets
+import stat
+from collections.abc import Callable, Collection, Iterable
 from typing import TYPE_CHECKING
 
 from ._content import looks_binary
-from ._cow_meta import RESERVED, CowConflictError, Stamp, TreeChange
-from ._paths import ROOT, is_under, normalize_path, parent_path
+from ._cow_meta import RESERVED, CowConflictError, CowRefusedError, Stamp, TreeChange
+from ._dir import DirFileSystem
+from ._errors import PathError, UnsafePathError
+from ._paths import ROOT, is_under, join_path, normalize_path, parent_path, split_path
+from ._policy import PolicyFileSystem
 from ._posix_view import posix_view
 from ._types import FileInfo, FileSystem, Kind, PosixFileSystem
 
@@ -50,6 +72,14 @@ _CHUNK = 1 << 20
 CHANGED_IN_LOWER = "changed in the lower tree since it was copied up"
 DIFFERS_IN_TARGET = "differs in the target tree from the lower tree"
 EXISTS_IN_TARGET = "already exists in the target tree"
+
+SET_ID_BITS = stat.S_ISUID | stat.S_ISGID
+"""Never written by apply: a set-user-ID file the agent made would run as its host owner."""
+
+
+def without_set_id(mode: int) -> int:
+    """The permission bits apply writes for ``mode``: its own, less the set-id bits."""
+    return mode & 0o7777 & ~SET_ID_BITS
 
 
 def select(changes: list[TreeChange], paths: Iterable[str] | None) -> list[TreeChange]:
@@ -284,15 +314,36 @@ def _lines(text: str) -> list[str]:
 # Apply
 
 
+def writer_view(tree: FileSystem) -> PosixFileSystem:
+    """What apply writes ``tree`` through: a host directory's strict view (see
+    :class:`vfs._dir.DirFileSystem`), also under a policy of its own (a spec's ``dir`` layer
+    with ``policy``: the same policy over the strict view), any other tree's POSIX view."""
+    if isinstance(tree, DirFileSystem):
+        return tree if tree.strict else tree.strict_view()
+    if isinstance(tree, PolicyFileSystem) and isinstance(tree.tree, DirFileSystem):
+        return PolicyFileSystem(writer_view(tree.tree), tree.policy)
+    return posix_view(tree)
+
+
 async def apply_changes(
-    cow: CowFileSystem, paths: Iterable[str] | None, target: FileSystem | None
+    cow: CowFileSystem,
+    paths: Iterable[str] | None,
+    target: FileSystem | None,
+    only: Collection[TreeChange] | None = None,
 ) -> list[TreeChange]:
     """See :meth:`CowFileSystem.apply`; the caller holds the tree's lock."""
     to_lower = target is None or target is cow._lower_tree or target is cow._lower
-    dest = cow._lower if to_lower else posix_view(target)  # type: ignore[arg-type]
+    dest = writer_view(cow._lower_tree if to_lower or target is None else target)
     changes = select(await compute_changes(cow), paths)
+    if only is not None:
+        wanted = set(only)
+        changes = [change for change in changes if change in wanted]
     if not changes:
         return []
+    unsafe = await unsafe_paths(dest, changes)
+    if unsafe:
+        first = min(unsafe)
+        raise CowRefusedError(first, unsafe[first], tuple(sorted(unsafe)))
     await _check(cow, changes, dest, to_lower)
     with cow._quietly():
         await _write_back(cow, changes, dest)
@@ -306,6 +357,58 @@ async def apply_changes(
         for path in sorted({c.path for c in changes if c.kind != "deleted"}):
             await cow._observers.emit(path, "metadata")
     return changes
+
+
+async def unsafe_paths(dest: PosixFileSystem, changes: list[TreeChange]) -> dict[str, str]:
+    """The paths (either path of a rename) of ``changes`` that apply may not touch in ``dest``
+    as it is now, each with why: an ancestor is a symlink (unless one of ``changes`` makes a
+    directory there: the link is removed first), or the path or an ancestor is a mount point.
+
+    Each ancestor is looked at with ``lstat`` from the root down, so each answer is about that
+    very entry; ``dest`` is a :func:`writer_view`, whose own resolution refuses the same.
+    """
+    replaced = {
+        change.path
+        for change in changes
+        if change.entry == "directory" and change.kind in ("added", "modified", "renamed")
+    }
+    seen: dict[str, FileInfo | str] = {}  # path -> its lstat, or why it is unsafe
+
+    async def look(path: str) -> FileInfo | str:
+        found = seen.get(path)
+        if found is None:
+            try:
+                found = await dest.lstat(path)
+            except UnsafePathError as error:
+                if error.errno != errno.EXDEV:
+                    raise
+                found = f"the target's {path} is a mount point (apply never crosses one)"
+            seen[path] = found
+        return found
+
+    async def problem(path: str) -> str | None:
+        probe = ROOT
+        for name in split_path(path):
+            probe = join_path(probe, name)
+            found = await look(probe)
+            if isinstance(found, str):
+                return found
+            if probe == path or not found.exists:
+                return None
+            if found.kind == "symlink":
+                if probe in replaced:
+                    return None  # removed, then made a directory holding only what apply writes
+                return f"the target's {probe} is a symlink (apply never follows one)"
+        return None
+
+    unsafe: dict[str, str] = {}
+    for change in changes:
+        for path in (change.path, change.old_path):
+            if path is not None and path not in unsafe:
+                why = await problem(path)
+                if why is not None:
+                    unsafe[path] = why
+    return unsafe
 
 
 async def _check(
@@ -418,28 +521,78 @@ async def _write_back(cow: CowFileSystem, changes: list[TreeChange], dest: Posix
                 await _make_dirs(dest, change.path, info.mode)
         elif info.kind == "symlink":
             await _make_dirs(dest, parent_path(change.path), None)
-            await dest.symlink(change.path, await upper.readlink(change.path))
+            uid, gid = await _new_owner(dest, change.path)
+            await dest.symlink(change.path, await upper.readlink(change.path), uid=uid, gid=gid)
         else:
-            await dest.write(change.path, await read_bytes(upper, change.path))
-        await _same_mode(dest, change.path, info)
+            await _make_dirs(dest, parent_path(change.path), None)
+            await _replace_file(dest, change.path, await read_bytes(upper, change.path), info.mode)
+        await _same_mode(dest, upper, change.path, info)
     for change in changes:
         if change.kind == "mode_changed":
-            await _same_mode(dest, change.path, await upper.lstat(change.path))
+            await _same_mode(dest, upper, change.path, await upper.lstat(change.path))
 
 
 async def _make_dirs(dest: PosixFileSystem, path: str, mode: int | None) -> None:
     if path == ROOT or (await dest.lstat(path)).kind == "directory":
         return
     await _make_dirs(dest, parent_path(path), None)
-    await dest.mkdir(path, 0o755 if mode is None else mode)
+    uid, gid = await _new_owner(dest, path)
+    await dest.mkdir(path, without_set_id(0o755 if mode is None else mode), uid=uid, gid=gid)
 
 
-async def _same_mode(dest: PosixFileSystem, path: str, info: FileInfo) -> None:
+async def _new_owner(dest: PosixFileSystem, path: str) -> tuple[int | None, int | None]:
+    """The owner a new entry at ``path`` gets: its directory's, when we may give it away."""
+    if os.geteuid() != 0:
+        return None, None
+    parent = await dest.lstat(parent_path(path))
+    return parent.uid, parent.gid
+
+
+async def _replace_file(dest: PosixFileSystem, path: str, data: bytes, mode: int | None) -> None:
+    """Write ``data`` as a new file beside ``path`` and rename it over ``path``: the old file
+    (and every other name it has) is never written. An old file's owner stays, as root."""
+    old = await dest.lstat(path)
+    if old.kind == "file" and os.geteuid() == 0:
+        uid, gid = old.uid, old.gid
+    else:
+        uid, gid = await _new_owner(dest, path)
+    temp = join_path(parent_path(path), f".agentroot-apply-{secrets.token_hex(6)}.tmp")
+    bits = without_set_id(0o644 if mode is None else mode)
+    handle = await dest.open(
+        temp, write=True, create=True, exclusive=True, mode=bits, uid=uid, gid=gid
+    )
+    try:
+        try:
+            done = 0
+            while done < len(data):
+                written = await handle.write(done, data[done:])
+                if written <= 0:
+                    raise PathError(path, errno=errno.EIO)
+                done += written
+            await handle.fsync()
+        finally:
+            await handle.close()
+        await dest.rename(temp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            await dest.unlink(temp)
+        raise
+
+
+async def _same_mode(
+    dest: PosixFileSystem, upper: PosixFileSystem, path: str, info: FileInfo
+) -> None:
     if info.kind == "symlink" or info.mode is None:
         return
+    mode = without_set_id(info.mode)
     now = await dest.lstat(path)
-    if now.mode is not None and now.mode != info.mode:
-        await dest.setattr(path, mode=info.mode)
+    if now.mode is None or now.mode == mode:
+        return
+    if now.kind == "file" and (now.nlink or 1) > 1:
+        # A chmod would change every name of the file: give this name a copy of its own.
+        await _replace_file(dest, path, await read_bytes(upper, path), mode)
+    else:
+        await dest.setattr(path, mode=mode)
 
 
 async def _forget_applied(cow: CowFileSystem, changes: list[TreeChange]) -> None:

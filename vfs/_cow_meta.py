@@ -37,6 +37,7 @@ outlives the process; ``vfs._cow`` writes it with write-then-rename under a rese
 
 from __future__ import annotations
 
+import builtins
 import errno
 import json
 from collections.abc import Iterator
@@ -123,6 +124,25 @@ class CowConflictError(PathError):
 
     def _message(self) -> str:
         return f"conflict: {self.path} {self.reason}"
+
+
+class CowRefusedError(PathError, builtins.PermissionError):
+    """``apply`` may not write a change's path in the target: it goes through a symlink or a
+    mount point there (see ``vfs._cow_changes.unsafe_paths``).
+
+    ``errno`` is ``EACCES``; ``path`` is the first refused path, ``reason`` why, ``paths`` all
+    of them. Nothing was written.
+    """
+
+    default_errno = errno.EACCES
+
+    def __init__(self, path: str, reason: str, paths: tuple[str, ...] = ()) -> None:
+        self.reason = reason
+        self.paths = paths or (path,)
+        super().__init__(path)
+
+    def _message(self) -> str:
+        return f"refused: {self.path}: {self.reason}"
 
 
 class CowMeta:

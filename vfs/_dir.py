@@ -50,6 +50,20 @@ its descriptor then holds the covered directory).
 ``read_only=True`` refuses every mutation with ``ReadOnlyMountError`` before touching the disk;
 handles are opened read-only.
 
+Strict mode (``strict=True``, or :meth:`DirFileSystem.strict_view` of a tree) is for writing back
+changes someone else made (``cow_fs``'s apply): a tree path names exactly one host entry or
+nothing. Every resolution uses ``openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_XDEV
+| RESOLVE_NO_MAGICLINKS)``, with no fallback: a symlink in any component (the final one too, for
+calls that follow it) and any mount crossing (a bind mount inside the root, the final name too:
+changes act on a name only after checking that it is no mount point) raise
+:class:`vfs._errors.UnsafePathError` naming the path. Without ``openat2`` (or past ``PATH_MAX``)
+the hand walk refuses the same, comparing each step's mount id with the root's. The parent cache
+is not used for lookups (a strict view shares it only to drop what its changes affect).
+``write`` always writes a new file and renames it over the old one (never through a hard link or
+a symlink, never into a FIFO), and no mode set through the tree keeps a set-user-ID or
+set-group-ID bit (``0o6000`` is cleared from ``open``, ``mkdir``, ``mknod`` and ``setattr``
+modes, and from a replaced file's kept mode).
+
 I/O policy. Local-disk syscalls are short and bounded, so they run directly on the event loop
 thread (a worker-thread hop costs more than the syscall it would carry). ``fsync`` and reads of
 big files go to a worker thread; walks yield to the loop every few dozen entries.
@@ -81,6 +95,7 @@ from ._errors import (
     PathError,
     PermissionDeniedError,
     ReadOnlyMountError,
+    UnsafePathError,
 )
 from ._hostdisk import (
     O_CLOEXEC,
@@ -88,6 +103,7 @@ from ._hostdisk import (
     O_PATH,
     RENAME_EXCHANGE,
     RENAME_NOREPLACE,
+    RESOLVE_BENEATH,
     RESOLVE_IN_ROOT,
     RESOLVE_NO_MAGICLINKS,
     RESOLVE_NO_SYMLINKS,
@@ -139,19 +155,23 @@ _DIR_CACHE_SIZE = 64  # directory descriptors a tree keeps open for resolving pa
 _DIR_CACHE_TTL = 1.0  # seconds a cached directory is trusted to still be at its tree path
 _RETRIES = 8
 _MISSING = frozenset({errno.ENOENT, errno.ENOTDIR, errno.ELOOP})
+_NO_SET_ID = 0o7777 & ~(stat.S_ISUID | stat.S_ISGID)
 
 
 class _Hidden(Exception):
     """The path is (under) a guarded mountpoint."""
 
 
-def dir_fs(path: str | os.PathLike[str], *, read_only: bool = False) -> DirFileSystem:
-    """The host directory ``path`` as a tree rooted at ``/`` (see the module docstring).
+def dir_fs(
+    path: str | os.PathLike[str], *, read_only: bool = False, strict: bool = False
+) -> DirFileSystem:
+    """The host directory ``path`` as a tree rooted at ``/`` (see the module docstring; ``strict``:
+    its strict mode, which follows no symlink, crosses no mount and sets no set-id bit).
 
     Raises ``FileNotFoundError``/``NotADirectoryError`` (about the host path) when ``path`` is not
     a directory, and ``PermissionDeniedError`` when it is at or under a guarded mountpoint.
     """
-    return DirFileSystem(path, read_only=read_only)
+    return DirFileSystem(path, read_only=read_only, strict=strict)
 
 
 class DirFileSystem:
@@ -166,10 +186,13 @@ class DirFileSystem:
         "_guard_view",
         "_observers",
         "_openat2",
+        "_origin",
         "_read_only",
         "_real",
         "_root",
         "_root_checks_names",
+        "_root_mount",
+        "_strict",
     )
 
     # Handles are real descriptors: writes reach the host file at once, flush has nothing to do.
@@ -181,6 +204,7 @@ class DirFileSystem:
         *,
         read_only: bool = False,
         use_openat2: bool | None = None,
+        strict: bool = False,
     ) -> None:
         host = os.path.abspath(os.fspath(path))
         _refuse_guarded_root(host, guarded_mountpoints())
@@ -203,6 +227,35 @@ class DirFileSystem:
         self._guard_snapshot: tuple[Mountpoint, ...] = ()
         self._guard_view: GuardView | None = None
         self._root_checks_names = False  # the root holds a guarded mountpoint
+        self._strict = strict
+        self._root_mount = _mount_id(root) if strict else -1
+        self._origin: DirFileSystem | None = None
+
+    def strict_view(self) -> DirFileSystem:
+        """This tree in strict mode (see the module docstring): the same root directory, a
+        descriptor of its own; its changes drop the entries they affect from this tree's cache
+        and are reported to this tree's watchers."""
+        view = object.__new__(DirFileSystem)
+        root = os.dup(self._root)
+        view._root = root
+        view._dirs = self._dirs  # shared for forgetting only: strict lookups never use it
+        view._close = weakref.finalize(view, _close_all, root, OrderedDict())
+        view._real = self._real
+        view._read_only = self._read_only
+        view._observers = self._observers
+        view._openat2 = self._openat2
+        view._guard_snapshot = ()
+        view._guard_view = None
+        view._root_checks_names = False
+        view._strict = True
+        view._root_mount = _mount_id(root)
+        view._origin = self  # keeps this tree (and its cache's descriptors) alive
+        return view
+
+    @property
+    def strict(self) -> bool:
+        """Whether this tree is in strict mode (see the module docstring)."""
+        return self._strict
 
     def close(self) -> None:
         """Close the root descriptor (and cached directories) now (they are also closed when the
@@ -211,6 +264,8 @@ class DirFileSystem:
 
     def __repr__(self) -> str:
         flag = ", read_only=True" if self._read_only else ""
+        if self._strict:
+            flag += ", strict=True"
         return f"dir_fs({self._real!r}{flag})"
 
     def watch(self, callback: ChangeCallback) -> Callable[[], None]:
@@ -338,7 +393,7 @@ class DirFileSystem:
         try:
             created_dir = self._make_parents(path, guard)
             with self._at(path, guard) as (dirfd, name):
-                created = write_file_at(dirfd, name, data, reopen)
+                created = write_file_at(dirfd, name, data, reopen, in_place=not self._strict)
         except _Hidden:
             raise PermissionDeniedError(path) from None
         except OSError as error:
@@ -459,7 +514,7 @@ class DirFileSystem:
                     raise_errno(errno.EISDIR)
                 if created:
                     _own(fd, info, uid, gid)
-                    os.fchmod(fd, mode & 0o7777)
+                    os.fchmod(fd, self._mode_bits(mode))
             except BaseException:
                 os.close(fd)
                 raise
@@ -485,7 +540,7 @@ class DirFileSystem:
                 os.mkdir(name, 0o700, dir_fd=dirfd)
                 if uid is not None or gid is not None:
                     _chown_at(dirfd, name, uid, gid)
-                chmod_nofollow(dirfd, name, mode & 0o7777)  # exact, whatever the umask
+                chmod_nofollow(dirfd, name, self._mode_bits(mode))  # exact, whatever the umask
         except _Hidden:
             raise PermissionDeniedError(path) from None
         except OSError as error:
@@ -583,7 +638,7 @@ class DirFileSystem:
                 if uid is not None or gid is not None:
                     _chown_at(dirfd, name, uid, gid)  # before chmod: chown clears set-id bits
                 if mode is not None:
-                    chmod_nofollow(dirfd, name, mode & 0o7777)
+                    chmod_nofollow(dirfd, name, self._mode_bits(mode))
                 if atime_ns is not None or mtime_ns is not None:
                     if atime_ns is None or mtime_ns is None:
                         now = os.stat(name, dir_fd=dirfd, follow_symlinks=False)
@@ -638,7 +693,7 @@ class DirFileSystem:
                 os.mknod(name, SPECIAL_TYPE_BITS[special] | 0o600, dir_fd=dirfd)
                 if uid is not None or gid is not None:
                     _chown_at(dirfd, name, uid, gid)
-                chmod_nofollow(dirfd, name, mode & 0o7777)
+                chmod_nofollow(dirfd, name, self._mode_bits(mode))
         except OSError as error:
             raise os_error(error, path) from None
         self._forget_dirs(path)  # a directory removed behind the tree's back may be cached
@@ -656,6 +711,10 @@ class DirFileSystem:
 
     # ----------------------------------------------------------------------------------------
     # Resolution
+
+    def _mode_bits(self, mode: int) -> int:
+        """The permission bits to set for ``mode``: strict mode sets no set-id bit."""
+        return mode & (_NO_SET_ID if self._strict else 0o7777)
 
     def _refuse_read_only(self, path: str) -> None:
         if self._read_only:
@@ -739,7 +798,10 @@ class DirFileSystem:
     def _in_parent(self, path: str, guard: GuardView | None) -> tuple[int, str] | None:
         """``(cached directory fd, final name)`` of a path other than the root, when its parent
         is cached (or the root) and the name needs no mountpoint check; else ``None``. The fd
-        belongs to the cache: use it before the next ``await``, never close it."""
+        belongs to the cache: use it before the next ``await``, never close it. Strict mode
+        resolves every parent afresh (``None``)."""
+        if self._strict:
+            return None
         cut = path.rindex("/")
         name = path[cut + 1 :]
         if cut == 0:
@@ -768,6 +830,8 @@ class DirFileSystem:
         """
         if guard is not None and guard.hides(path):
             raise _Hidden
+        if self._strict:
+            return self._open_strict(path, flags, guard, follow, mode), path
         if guard is None and not flags & O_PATH and path != ROOT and path.count("/") == 1:
             # A name in the root: one plain openat, as confined as it gets, unless it is a
             # symlink, which the full resolution below follows inside the tree.
@@ -800,6 +864,37 @@ class DirFileSystem:
                     raise
         return self._walk(path, flags, guard, follow, mode)
 
+    def _open_strict(
+        self, path: str, flags: int, guard: GuardView | None, follow: bool, mode: int
+    ) -> int:
+        """Strict mode's resolution (see the module docstring): no symlink, no mount crossing."""
+        if self._openat2:
+            resolve = (
+                RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_XDEV | RESOLVE_NO_MAGICLINKS
+            )
+            relative = "." if path == ROOT else path[1:]
+            open_flags = flags if follow else flags | os.O_NOFOLLOW
+            for _ in range(_RETRIES):
+                try:
+                    return openat2(self._root, relative, open_flags, mode, resolve)
+                except OSError as error:
+                    if error.errno == errno.EAGAIN:
+                        continue  # a rename raced with the lookup
+                    if error.errno in (errno.ELOOP, errno.EXDEV):
+                        raise UnsafePathError(path, errno=error.errno) from None
+                    if error.errno != errno.ENAMETOOLONG:
+                        raise
+                    break  # past PATH_MAX (see _open): the walk takes it one name at a time
+        return self._walk(path, flags, guard, follow, mode)[0]
+
+    def _same_mount(self, fd: int, path: str) -> int:
+        """``fd`` itself, unless strict mode's walk reached another mount with it (then
+        ``UnsafePathError``, ``fd`` closed)."""
+        if self._strict and _mount_id(fd) != self._root_mount:
+            os.close(fd)
+            raise UnsafePathError(path, errno=errno.EXDEV)
+        return fd
+
     def _walk(
         self, path: str, flags: int, guard: GuardView | None, follow: bool, mode: int
     ) -> tuple[int, str]:
@@ -824,9 +919,9 @@ class DirFileSystem:
                 if last and not follow:
                     self._check_name(top, name, canonical, guard)
                     fd = os.open(name, flags | os.O_NOFOLLOW | O_CLOEXEC, mode, dir_fd=top)
-                    return fd, canonical
+                    return self._same_mount(fd, path), canonical
                 try:
-                    fd = self._step(top, name, canonical, guard)
+                    fd = self._same_mount(self._step(top, name, canonical, guard), path)
                 except builtins.FileNotFoundError:
                     if last and flags & os.O_CREAT:
                         fd = os.open(name, flags | os.O_NOFOLLOW | O_CLOEXEC, mode, dir_fd=top)
@@ -835,6 +930,8 @@ class DirFileSystem:
                 info = os.fstat(fd)
                 if stat.S_ISLNK(info.st_mode):
                     os.close(fd)
+                    if self._strict:
+                        raise UnsafePathError(path, errno=errno.ELOOP)
                     links += 1
                     if links > _MAX_LINKS:
                         raise_errno(errno.ELOOP)
@@ -891,6 +988,23 @@ class DirFileSystem:
             raise _Hidden
         return os.open(name, flags, dir_fd=top)
 
+    def _refuse_mount_name(self, dirfd: int, name: str, path: str) -> None:
+        """Strict mode acts on a final name only when it is no mount point (a change of a
+        mounted directory's name would change the mounted tree's root)."""
+        try:
+            if self._openat2:
+                resolve = RESOLVE_BENEATH | RESOLVE_NO_XDEV | RESOLVE_NO_SYMLINKS
+                fd = openat2(dirfd, name, O_PATH | os.O_NOFOLLOW, 0, resolve)
+            else:
+                fd = os.open(name, O_PATH | os.O_NOFOLLOW | O_CLOEXEC, dir_fd=dirfd)
+        except builtins.FileNotFoundError:
+            return  # a new name
+        except OSError as error:
+            if error.errno == errno.EXDEV:
+                raise UnsafePathError(path, errno=errno.EXDEV) from None
+            raise
+        os.close(self._same_mount(fd, path))
+
     def _check_name(self, top: int, name: str, canonical: str, guard: GuardView | None) -> None:
         """Refuse ``name`` in ``top`` when it is, or covers, a guarded mountpoint."""
         if guard is None:
@@ -908,6 +1022,13 @@ class DirFileSystem:
         else:
             dirfd, canonical = self._open(parent, O_PATH | os.O_DIRECTORY, guard)
             owned = True
+        if self._strict:
+            try:
+                self._refuse_mount_name(dirfd, name, path)
+            except BaseException:
+                if owned:
+                    os.close(dirfd)
+                raise
         if guard is not None:
             try:
                 # Only a directory holding a guarded mountpoint (by identity, so also through a
@@ -1094,6 +1215,18 @@ def _refuse_guarded_root(host: str, snapshot: tuple[Mountpoint, ...]) -> None:
     for mountpoint in snapshot:
         if is_under(host, mountpoint.path) or is_under(host, mountpoint.real):
             raise PermissionDeniedError(host)
+
+
+def _mount_id(fd: int) -> int:
+    """The id of the mount ``fd`` is on (``mnt_id`` in ``/proc/self/fdinfo``; -1 if unknown)."""
+    try:
+        with open(f"/proc/self/fdinfo/{fd}", encoding="ascii") as info:
+            for line in info:
+                if line.startswith("mnt_id:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return -1
 
 
 def _fd_path(fd: int, fallback: str) -> str:

@@ -217,6 +217,16 @@ class CrossMountError(PathError):
         return f"cross-mount rename: {self.path}"
 
 
+class UnsafePathError(PathError, builtins.PermissionError):
+    """A strict host tree (``dir_fs(..., strict=True)``) refused a path: it goes through a
+    symlink (``ELOOP``) or crosses a mount point (``EXDEV``), which such a tree never does."""
+
+    def _message(self) -> str:
+        if self.errno == _errno.ELOOP:
+            return f"refused: {self.path} goes through a symlink (this tree follows none)"
+        return f"refused: {self.path} crosses a mount point (this tree crosses none)"
+
+
 class FileTooLargeError(PathError):
     """A size beyond what the tree holds (truncate to an absurd length)."""
 

@@ -16,7 +16,8 @@ that the kernel would re-resolve, so a caller that holds a confined directory fd
   :func:`grep_fd` stream on top of it and stop early.
 * :func:`write_file_at` replaces a file atomically (temporary file in the same directory, then
   ``rename``), except where that would change what the name means: a symlink is written through
-  and a hard-linked file is written in place, so the other names see the new bytes.
+  and a hard-linked file is written in place, so the other names see the new bytes (a strict
+  ``dir_fs`` asks for a replacement even there: it never writes through a link).
 
 Syscalls on the local disk are short and bounded, so the callers make them directly on the event
 loop thread: a hop to a worker thread costs more than a ``stat`` or a small ``read``. Long walks
@@ -341,7 +342,9 @@ def write_all(fd: int, data: bytes | memoryview, offset: int | None = None) -> i
     return done
 
 
-def write_file_at(dirfd: int, name: str, data: bytes, reopen: Callable[[], int]) -> bool:
+def write_file_at(
+    dirfd: int, name: str, data: bytes, reopen: Callable[[], int], *, in_place: bool = True
+) -> bool:
     """Create or replace file ``name`` in ``dirfd`` with ``data``; True when it was created.
 
     A new or singly-linked regular file is replaced atomically: readers see the old bytes or the
@@ -350,6 +353,9 @@ def write_file_at(dirfd: int, name: str, data: bytes, reopen: Callable[[], int])
     atomic against concurrent readers and a crashed process, not against power loss. A symlink
     (``reopen`` opens the final path following it, with the caller's confinement), a hard-linked
     file or a special file is written in place, so every name keeps meaning the same file.
+    ``in_place=False`` (a strict tree) replaces those too, never writing through a link: the new
+    file keeps a regular file's mode less its set-id bits (and owner); other entries are
+    replaced as a new file would be made.
     """
     try:
         old: os.stat_result | None = os.stat(name, dir_fd=dirfd, follow_symlinks=False)
@@ -357,7 +363,12 @@ def write_file_at(dirfd: int, name: str, data: bytes, reopen: Callable[[], int])
         old = None
     if old is not None and stat.S_ISDIR(old.st_mode):
         raise_errno(errno.EISDIR)
-    if old is not None and not (stat.S_ISREG(old.st_mode) and old.st_nlink == 1):
+    if not in_place and old is not None and not stat.S_ISREG(old.st_mode):
+        old = None  # a symlink or special file: replaced by a new file
+        replacing = True
+    else:
+        replacing = False
+    if old is not None and in_place and not (stat.S_ISREG(old.st_mode) and old.st_nlink == 1):
         fd = reopen()
         try:
             write_all(fd, data)
@@ -372,7 +383,8 @@ def write_file_at(dirfd: int, name: str, data: bytes, reopen: Callable[[], int])
             write_all(fd, data)
             if old is not None:
                 _keep_owner(fd, old)
-                os.fchmod(fd, stat.S_IMODE(old.st_mode))
+                kept = stat.S_IMODE(old.st_mode)
+                os.fchmod(fd, kept if in_place else kept & ~(stat.S_ISUID | stat.S_ISGID))
         finally:
             os.close(fd)
         os.rename(temp, name, src_dir_fd=dirfd, dst_dir_fd=dirfd)
@@ -380,7 +392,7 @@ def write_file_at(dirfd: int, name: str, data: bytes, reopen: Callable[[], int])
         with contextlib.suppress(OSError):
             os.unlink(temp, dir_fd=dirfd)
         raise
-    return old is None
+    return old is None and not replacing
 
 
 def _keep_owner(fd: int, old: os.stat_result) -> None:

@@ -28,10 +28,8 @@ from .sandbox_trees import git, manifest
 
 BACKENDS = ("trio", "asyncio")
 COMMAND = [sys.executable, "-m", "mountd"]
-PROTECTED = (
-    "protected (.git/hooks and .git/config, and what the tree's policy does not let it write, "
-    "are never written back)"
-)
+CONFIG = "git's config names commands git runs (core.hooksPath, core.fsmonitor, aliases, filters)"
+HOOKS = "git's hooks: git runs what is there"
 
 
 def run(backend: str, fn: Callable[[], Awaitable[None]]) -> None:
@@ -62,7 +60,7 @@ def test_cow_changes_diff_and_apply(backend: str) -> None:
             "ok": True,
             "cows": [{"prefix": "/", "lower": repr(lower)}],
             "changes": [
-                change("/.git/config", "modified"),
+                change("/.git/config", "modified", refused=CONFIG),
                 change("/a.txt", "modified"),
                 change("/c.txt", "renamed", old="/b.txt"),
                 change("/d.txt", "deleted"),
@@ -73,7 +71,10 @@ def test_cow_changes_diff_and_apply(backend: str) -> None:
         assert diff == {
             "ok": True,
             "diff": "diff --git a/a.txt b/a.txt\n--- a/a.txt\n+++ b/a.txt\n@@ -1 +1 @@\n-a\n+A\n",
+            "refused": [],
         }
+        whole = await controller.handle({"op": "cow", "action": "diff"})
+        assert whole["refused"] == [refusal("/.git/config", "modified", CONFIG)]
         everything = (await controller.handle({"op": "cow", "action": "diff"}))["diff"]
         assert "a/.git" not in everything  # git's own files are left out unless named
         assert "rename from b.txt\nrename to c.txt\n" in everything
@@ -82,7 +83,12 @@ def test_cow_changes_diff_and_apply(backend: str) -> None:
         seen: list[vfs.Change] = []
         root.watch(seen.append)
         done = await controller.handle({"op": "cow", "action": "apply", "paths": ["/a.txt"]})
-        assert done == {"ok": True, "applied": [applied("/a.txt", "modified")], "protected": []}
+        assert done == {
+            "ok": True,
+            "applied": [applied("/a.txt", "modified")],
+            "refused": [],
+            "set_id_cleared": [],
+        }
         assert await lower.read("/a.txt") == "A\n"
         assert (await lower.stat("/c.txt")).kind == "missing"  # not chosen
         # The view's bytes are the same; its times are the lower's now: watchers hear so.
@@ -95,8 +101,8 @@ def test_cow_changes_diff_and_apply(backend: str) -> None:
         )
         assert refused == {
             "ok": False,
-            "error": f"not applied: /.git/config is {PROTECTED}",
-            "protected": ["/.git/config"],
+            "error": f"not applied: /.git/config is refused: {CONFIG}",
+            "refused": [refusal("/.git/config", "modified", CONFIG)],
         }
         assert await lower.read("/.git/config") == "[core]\n"
         rest = await controller.handle({"op": "cow", "action": "apply"})
@@ -107,13 +113,14 @@ def test_cow_changes_diff_and_apply(backend: str) -> None:
                 applied("/d.txt", "deleted"),
                 applied("/run.sh", "mode_changed"),
             ],
-            "protected": ["/.git/config"],
+            "refused": [refusal("/.git/config", "modified", CONFIG)],
+            "set_id_cleared": [],
         }
         assert [e.path async for e in lower.list("/")] == ["/.git", "/a.txt", "/c.txt", "/run.sh"]
         assert (await vfs.posix_view(lower).lstat("/run.sh")).mode == 0o755
         assert await lower.read("/.git/config") == "[core]\n"
         left = await controller.handle({"op": "cow", "action": "changes"})
-        assert left["changes"] == [change("/.git/config", "modified")]
+        assert left["changes"] == [change("/.git/config", "modified", refused=CONFIG)]
 
         # A conflict: the lower changed after the copy-up. Nothing is written.
         await root.write("/c.txt", "from the agent\n")
@@ -150,9 +157,17 @@ def change(
     old: str | None = None,
     entry: str = "file",
     mode: dict[str, str] | None = None,
+    refused: str | None = None,
 ) -> dict[str, object]:
     """A change as ``changes`` lists it."""
-    return {**applied(path, kind, old=old, entry=entry), "mode": mode}
+    return {**applied(path, kind, old=old, entry=entry), "mode": mode, "refused": refused}
+
+
+def refusal(
+    path: str, kind: str, reason: str, *, old: str | None = None, entry: str = "file"
+) -> dict[str, object]:
+    """A refused change as ``apply`` and ``diff`` list it."""
+    return {**applied(path, kind, old=old, entry=entry), "reason": reason}
 
 
 def applied(
@@ -254,7 +269,8 @@ def test_review_commands_without_a_daemon(
     assert "mountd changes ./mnt" in out and "mountd apply ./mnt [PATH...]" in out
     assert main(["apply", "--help"]) == 0
     out = capsys.readouterr().out
-    assert "never\nwrites .git/hooks or .git/config" in out and "nothing is written (exit 1)" in out
+    assert "inside any\n.git (nested repositories too) it writes only what git writes" in out
+    assert "never a set-uid or set-gid bit" in out and "nothing is written (exit 1)" in out
     where = registry.canonical(tmp_path / "nothing")
     assert main(["changes", str(tmp_path / "nothing")]) == 1
     assert capsys.readouterr().err == (
@@ -391,7 +407,14 @@ def test_review_and_apply_the_default_mount(repo: Path, mnt: Path, review: Revie
     ), listed
     as_json = json.loads(ok(review("changes", "--json", str(mnt))).stdout)
     assert as_json["cows"] == [{"prefix": "/", "lower": f"dir_fs({str(repo)!r})"}]
-    renamed = {"path": "/c.txt", "kind": "renamed", "entry": "file", "from": "/b.txt", "mode": None}
+    renamed = {
+        "path": "/c.txt",
+        "kind": "renamed",
+        "entry": "file",
+        "from": "/b.txt",
+        "mode": None,
+        "refused": None,
+    }
     assert renamed in as_json["changes"]
     assert "/.git/index" in [c["path"] for c in as_json["changes"]]
     diff = ok(review("diff", str(mnt))).stdout
@@ -488,25 +511,30 @@ def test_apply_never_writes_protected_paths(
     (work / ".git" / "config").write_text(config + "[core]\n\thooksPath = /tmp/evil\n")
     (work / ".git" / "hooks" / "pre-commit").write_text("#!/bin/sh\nexit 0\n")
     (work / "a.txt").write_text("A\n")
-    assert (
-        ok(review("changes", str(mnt))).stdout
-        == "M /work/a.txt\n/work/.git: 2 changes (git's own files)\n"
+    assert ok(review("changes", str(mnt))).stdout == (
+        f"M /work/.git/config (refused: {CONFIG})\n"
+        f"A /work/.git/hooks/pre-commit (refused: {HOOKS})\n"
+        "M /work/a.txt\n"
     )
 
     refused = review("apply", str(mnt), "/work/.git/config")
     assert (refused.returncode, refused.stderr) == (
         1,
-        f"mountd: not applied: /work/.git/config is {PROTECTED}\n",
+        f"mountd: not applied: /work/.git/config is refused: {CONFIG}\n",
     )
     refused = review("apply", str(mnt), str(work / ".git" / "hooks"))
-    assert refused.returncode == 1
-    assert "not applied: /work/.git/hooks/pre-commit is protected" in refused.stderr
+    assert (refused.returncode, refused.stderr) == (
+        1,
+        f"mountd: not applied: /work/.git/hooks/pre-commit is refused: {HOOKS}\n",
+    )
     done = ok(review("apply", str(mnt)))
     assert (
         done.stdout == f"mountd: applied 1 change to the directory under {mnt}\n  M /work/a.txt\n"
     )
     assert done.stderr == (
-        "mountd: not applied (protected): /work/.git/config, /work/.git/hooks/pre-commit\n"
+        "mountd: not applied (refused):\n"
+        f"  M /work/.git/config: {CONFIG}\n"
+        f"  A /work/.git/hooks/pre-commit: {HOOKS}\n"
     )
     assert (repo / "a.txt").read_text() == "A\n"
     assert (repo / ".git" / "config").read_text() == config

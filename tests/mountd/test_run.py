@@ -20,15 +20,16 @@ import anyio
 import pytest
 
 import vfs
+from mountd._apply_rules import POLICY_DENIES, SYMLINK_INTO_GIT, git_reason, refusals
 from mountd._bwrap import Bind, Sandbox, bwrap_args
 from mountd._identity import SandboxUser
-from mountd._review import find_cows, protected
+from mountd._review import find_cows
 from mountd._sandbox import SandboxRoot, SystemEntry, conflicts, host_layout, sandbox_root
 from mountd._spec import CowLayer, DirLayer, SpecError, TempLayer, build, describe, parse_spec
 from vfs._audit import read_audit_file
 from vfs._cow import cow_fs
-from vfs._cow_meta import TreeChange
-from vfs._policy import PolicyFileSystem, repository_policy
+from vfs._policy import PolicyFileSystem
+from vfs._types import Kind
 
 from .mounting import mount_root
 from .sandbox_trees import (
@@ -171,19 +172,98 @@ def test_bwrap_args() -> None:
     assert sandbox.write_roots() == ("/", "/tmp", "/dev", "/tmp/.codex")
 
 
-def test_apply_leaves_out_what_the_repository_policy_protects() -> None:
-    policy = repository_policy()
-    assert protected(TreeChange("/.git/hooks/pre-commit", "added"), "/", None)
-    assert protected(TreeChange("/.git/config", "modified"), "/", None)
-    assert protected(TreeChange("/x", "renamed", "file", "/.git/config"), "/", None)
-    assert not protected(TreeChange("/.git/index", "modified"), "/", policy)
-    assert not protected(TreeChange("/src/a.py", "modified"), "/", policy)
-    # A cow mounted below / is protected in its own coordinates, and in the root's.
-    assert protected(TreeChange("/.git/config", "modified"), "/work", None)
-    from vfs._policy import as_policy
+LOOSE = "/.git/objects/ab/" + "c" * 38
+PACK = "/.git/objects/pack/pack-" + "d" * 40
 
-    root_policy = as_policy([("/work/secret/", "read")])
-    assert protected(TreeChange("/secret/a", "added"), "/work", root_policy)
+
+@pytest.mark.parametrize(
+    ("path", "entry", "kind"),
+    [
+        ("/.git/index", "file", "modified"),
+        (LOOSE, "file", "added"),
+        (LOOSE, "file", "deleted"),
+        ("/.git/objects/ab", "directory", "added"),
+        (PACK + ".pack", "file", "added"),
+        (PACK + ".idx", "file", "deleted"),
+        ("/.git/refs/heads/topic", "file", "added"),
+        ("/.git/refs/tags", "directory", "added"),
+        ("/.git/logs/refs/heads/main", "file", "modified"),
+        ("/.git/packed-refs", "file", "modified"),
+        ("/.git/HEAD", "file", "modified"),
+        ("/.git/ORIG_HEAD", "file", "added"),
+        ("/.git/MERGE_HEAD", "file", "deleted"),
+        ("/.git/COMMIT_EDITMSG", "file", "modified"),
+        ("/.git", "directory", "added"),
+        ("/vendor/lib/.git/HEAD", "file", "added"),
+        ("/src/a.py", "file", "modified"),
+        ("/.gitignore", "file", "modified"),
+        ("/src/.github/x", "symlink", "added"),
+    ],
+)
+def test_the_git_rules_apply_what_git_writes(path: str, entry: Kind, kind: str) -> None:
+    assert git_reason(path, entry, kind) is None
+
+
+@pytest.mark.parametrize(
+    ("path", "entry", "kind", "reason"),
+    [
+        ("/.git/hooks/pre-commit", "file", "added", "git's hooks: git runs what is there"),
+        ("/.git/hooks", "symlink", "added", "a symlink inside .git: git follows it wherever"),
+        ("/.git/config", "file", "modified", "git's config names commands git runs"),
+        ("/.GIT/config", "file", "modified", "git's config names commands git runs"),
+        ("/sub/.git/config", "file", "added", "git's config names commands git runs"),
+        ("/.git/config.worktree", "file", "added", "git's config names commands git runs"),
+        ("/.git/commondir", "file", "added", "commondir: it sends git to another directory"),
+        ("/.git/worktrees/w/gitdir", "file", "added", "linked worktrees: it sends git"),
+        ("/.git/modules/m/HEAD", "file", "added", "submodules' repositories"),
+        ("/.git/objects/info/alternates", "file", "added", "objects/info: alternates"),
+        ("/.git/info/attributes", "file", "added", "info: attributes choose the filters"),
+        ("/.git/rebase-merge/git-rebase-todo", "file", "added", "an interrupted rebase's"),
+        ("/.git/index.lock", "file", "added", "a lock file left behind"),
+        ("/.git/refs/heads/main.lock", "file", "added", "a lock file left behind"),
+        (LOOSE, "file", "modified", "an object changed in place"),
+        ("/.git/objects/ab/not-an-object", "file", "added", "not what git writes"),
+        ("/.git/refs/heads/x", "symlink", "added", "a symlink inside .git"),
+        ("/.git/HEAD", "file", "deleted", "not what git writes"),
+        ("/.git/index", "file", "mode_changed", "not what git writes"),
+        ("/.git/shallow", "file", "added", "not what git writes"),
+        ("/.git", "file", "modified", "the .git entry itself: a gitfile"),
+        ("/sub/.git", "file", "added", "the .git entry itself: a gitfile"),
+        ("/.git", "directory", "deleted", "the .git entry itself"),
+        ("/.git/refs/heads/.git/config", "file", "added", "a .git inside a git directory"),
+    ],
+)
+def test_the_git_rules_refuse_everything_else(
+    path: str, entry: Kind, kind: str, reason: str
+) -> None:
+    found = git_reason(path, entry, kind)
+    assert found is not None and found.startswith(reason), found
+
+
+def test_refusals_judge_the_layers_own_paths_and_the_served_policy() -> None:
+    async def body() -> None:
+        lower = vfs.temp_fs({"/a.txt": "a", "/.git/HEAD": "ref: refs/heads/main\n"})
+        cow = cow_fs(lower)
+        await cow.write("/.git/config", "[core]\n")
+        await cow.write("/secret/a", "s")
+        await cow.write("/a.txt", "A")
+        await cow.symlink("/docs", ".git/hooks")
+        await cow.symlink("/chain", "docs")
+        from vfs._policy import as_policy
+
+        served = as_policy([("/work/secret/", "read")])
+        changes = [c async for c in cow.changes()]
+        refused = await refusals(cow, "/work", changes, served)
+        assert {c.path: r for c, r in refused.items()} == {
+            "/.git/config": refused[changes[0]],
+            "/chain": SYMLINK_INTO_GIT,  # through /docs, resolved in the layer
+            "/docs": SYMLINK_INTO_GIT,
+            "/secret": POLICY_DENIES,
+            "/secret/a": POLICY_DENIES,
+        }
+        assert refused[changes[0]].startswith("git's config")
+
+    anyio.run(body, backend="trio")
 
 
 def test_find_cows_through_wrappers() -> None:

@@ -1,0 +1,517 @@
+"""What applying a copy-on-write layer may write back into the host directory, and why not.
+
+Theory of operation
+-------------------
+Every way of applying (``mountd run --apply``, ``mountd apply MNT [PATH...]``, the control
+socket's ``cow apply``) and every listing of changes (``changes``, ``diff``, the run's summary)
+asks :func:`refusals` which changes are refused, and why. A refused change is never written; it
+stays in the layer and is listed with its reason. The decision is made in the layer's own
+coordinates (the host directory's paths), whatever prefix the layer is served at and whether or
+not it has a policy of its own.
+
+A change is refused, for the first reason that holds, when:
+
+1. a path of it (either path of a rename) lies inside a git directory and :data:`GIT_RULES` does
+   not apply it (see below);
+2. it makes a symlink that leads into a git directory: its target, as written or as resolved in
+   the layer, has a ``.git`` segment (a host program writing through ``docs -> .git/hooks``
+   would plant a hook);
+3. only set-id bits differ (apply clears ``0o6000`` from every mode it writes, so such a change
+   would never be applied: see ``vfs._cow_changes.without_set_id``);
+4. the served tree's own policy does not grant write at a path of it (in the served tree's
+   coordinates: the policy ``mountd run`` applies, :func:`mountd._review.served_policy`);
+5. its path on the host goes through a symlink or a mount point
+   (:func:`vfs._cow_changes.unsafe_paths`: judged on what the host path really is, never on its
+   text alone);
+6. it depends on a refused change: a directory's removal (or replacement) is applied whole or
+   not at all, so a removal beneath a refused one, and the removal of a directory that still
+   holds a refused one, are refused (``.git`` replaced by a gitfile must not delete the
+   repository's objects and refs one by one); and nothing is made inside a directory whose
+   creation is refused (writing it would make that directory).
+
+5 and 6 depend on which other changes are applied, so they are decided to a fixed point (an
+apply judges the changes it was asked for; a listing judges them all). Reasons name paths in the
+layer's own coordinates, the host directory's.
+
+Git directories. A path segment named ``.git`` (in any letter case: a case-folding host
+directory would take ``.GIT`` for it) starts a git directory, anywhere in the tree: a nested
+repository's ``sub/.git`` is judged like the top one. So does a directory git would take for a
+bare repository (``HEAD``, ``objects/``, ``refs/``: :func:`bare_repository`), since a git
+command run anywhere inside it reads its ``config`` and runs its hooks. Inside it, only what git's own commands
+write in a normal session is applied, as the first matching row of :data:`GIT_RULES` says (by
+the path relative to the git directory, the entry's kind and the change's kind; a rename is
+judged as a deletion at its old path and an addition at its new one). A path matching no row is
+refused. A ``.git`` inside a git directory is refused outright (git would take it for a
+repository of its own). The rows, in order:
+
+* any symlink: git follows it wherever it points, so ``.git/hooks -> x`` (a repository made
+  without a hooks directory) makes ``.git/x/pre-commit`` a hook;
+* ``*.lock``: a lock file left behind makes every later git command on the host fail (git
+  removes its own when it finishes);
+* ``hooks/``: programs git runs (commit, merge, checkout, push, ...);
+* ``config``, ``config.worktree``: ``core.hooksPath``, ``core.fsmonitor``, ``core.sshCommand``,
+  aliases, filter and diff drivers are commands git runs;
+* ``commondir``: sends git to another directory for its config, hooks, objects and refs
+  (``commondir`` = ``c`` with ``c/config`` and ``c/hooks/``, or ``/tmp``);
+* ``worktrees/``: each linked worktree's ``gitdir``, ``commondir`` and config;
+* ``modules/``: submodules' repositories, each with its own config and hooks;
+* ``objects/info/``: ``alternates`` and ``http-alternates`` add object stores from elsewhere
+  (``commit-graph`` and ``packs`` there are caches git rebuilds);
+* ``info/``: ``attributes`` chooses filter and diff drivers, ``sparse-checkout``, ``exclude``
+  and ``grafts`` change what git checks out and sees;
+* ``rebase-merge/``, ``rebase-apply/``, ``sequencer/``: an interrupted rebase's or
+  cherry-pick's todo list; ``git rebase --continue`` on the host runs its ``exec`` lines;
+* a loose object or pack file changed in place: its name is its content's hash, git never
+  rewrites one, so a changed one is corruption;
+* objects: loose objects (``objects/xx/`` and the file named by the rest of the hash) and packs
+  (``objects/pack/pack-*`` with git's suffixes), added or deleted (``git gc`` deletes loose
+  objects it packed);
+* ``refs/``, ``logs/``: branch, tag and remote refs and their reflogs, any change;
+* ``packed-refs``, ``index``, ``HEAD``, the ``*_HEAD`` files (``ORIG_HEAD``, ``FETCH_HEAD``,
+  ``MERGE_HEAD``, ...), ``AUTO_MERGE``, ``COMMIT_EDITMSG``, ``MERGE_MSG``, ``MERGE_MODE``,
+  ``SQUASH_MSG``, ``TAG_EDITMSG``, ``description``: added or modified (``*_HEAD`` and the
+  messages deleted too, as git does when an operation ends);
+* the structure: the git directory itself and ``objects/``, ``objects/pack/``, ``refs/``,
+  ``logs/`` as directories, added (a new repository);
+* the git directory itself as a file (a gitfile, ``gitdir: elsewhere``) or changed otherwise:
+  it tells git where the repository is.
+
+What the rows leave out is refused with :data:`NOT_GIT_S_OWN` (``shallow``, ``rr-cache/``,
+``FETCH_HEAD``-like state of other tools, a mode change of git's files, ...).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from vfs._cow import CowFileSystem
+from vfs._cow_changes import unsafe_paths, without_set_id, writer_view
+from vfs._cow_meta import TreeChange
+from vfs._paths import ROOT, add_prefix, is_strictly_under, normalize_path, parent_path
+from vfs._policy import Policy
+from vfs._posix_view import posix_view
+from vfs._types import Kind
+
+ANY_ENTRY: frozenset[Kind] = frozenset({"file", "directory", "symlink"})
+ANY_CHANGE = frozenset({"added", "modified", "deleted", "mode_changed"})
+FILE: frozenset[Kind] = frozenset({"file"})
+DIRECTORY: frozenset[Kind] = frozenset({"directory"})
+
+
+@dataclass(frozen=True)
+class GitRule:
+    """One row of :data:`GIT_RULES`: paths inside a git directory matching ``pattern`` (relative
+    to it; ``*`` stays within a name, ``**`` spans names, ``""`` is the directory itself), of an
+    entry kind in ``entries``, changed as in ``changes`` (``added``, ``modified``, ``deleted``,
+    ``mode_changed``: a rename is a deletion and an addition) are applied when ``applies``, else
+    refused; ``reason`` says why."""
+
+    pattern: str
+    entries: frozenset[Kind]
+    changes: frozenset[str]
+    applies: bool
+    reason: str
+    _regex: re.Pattern[str] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_regex", _compile(self.pattern))
+
+    def matches(self, relative: str, entry: Kind, change: str) -> bool:
+        return (
+            entry in self.entries
+            and change in self.changes
+            and self._regex.fullmatch(relative) is not None
+        )
+
+
+def _compile(pattern: str) -> re.Pattern[str]:
+    parts = []
+    for token in re.split(r"(\*\*|\*|\[[^\]]*\])", pattern):
+        if token == "**":
+            parts.append(".*")
+        elif token == "*":
+            parts.append("[^/]*")
+        elif token.startswith("["):
+            parts.append(token)
+        else:
+            parts.append(re.escape(token))
+    return re.compile("".join(parts), re.IGNORECASE)
+
+
+_HEX2 = "[0-9a-f][0-9a-f]"
+_PACK_FILES = r"(pack|idx|rev|bitmap|keep|promisor|mtimes)"
+
+GIT_RUNS_IT = "git runs what is there"
+LEADS_ELSEWHERE = "it sends git to another directory, with its own config and hooks"
+NOT_GIT_S_OWN = (
+    "not what git writes in a normal session (only objects, refs, logs, packed-refs, index, "
+    "HEAD and the *_HEAD files and the commit messages are applied inside .git)"
+)
+
+GIT_RULES: tuple[GitRule, ...] = (
+    GitRule(
+        "**",
+        frozenset({"symlink"}),
+        ANY_CHANGE,
+        False,
+        "a symlink inside .git: git follows it wherever it points",
+    ),
+    GitRule(
+        "**.lock",
+        ANY_ENTRY,
+        ANY_CHANGE,
+        False,
+        "a lock file left behind makes every later git command fail",
+    ),
+    GitRule("hooks", ANY_ENTRY, ANY_CHANGE, False, f"git's hooks: {GIT_RUNS_IT}"),
+    GitRule("hooks/**", ANY_ENTRY, ANY_CHANGE, False, f"git's hooks: {GIT_RUNS_IT}"),
+    GitRule(
+        "config",
+        ANY_ENTRY,
+        ANY_CHANGE,
+        False,
+        "git's config names commands git runs (core.hooksPath, core.fsmonitor, aliases, filters)",
+    ),
+    GitRule(
+        "config.worktree",
+        ANY_ENTRY,
+        ANY_CHANGE,
+        False,
+        "git's config names commands git runs (core.hooksPath, core.fsmonitor, aliases, filters)",
+    ),
+    GitRule("commondir", ANY_ENTRY, ANY_CHANGE, False, f"commondir: {LEADS_ELSEWHERE}"),
+    GitRule("worktrees", ANY_ENTRY, ANY_CHANGE, False, f"linked worktrees: {LEADS_ELSEWHERE}"),
+    GitRule("worktrees/**", ANY_ENTRY, ANY_CHANGE, False, f"linked worktrees: {LEADS_ELSEWHERE}"),
+    GitRule(
+        "modules",
+        ANY_ENTRY,
+        ANY_CHANGE,
+        False,
+        "submodules' repositories, each with its own config and hooks",
+    ),
+    GitRule(
+        "modules/**",
+        ANY_ENTRY,
+        ANY_CHANGE,
+        False,
+        "submodules' repositories, each with its own config and hooks",
+    ),
+    GitRule(
+        "objects/info",
+        ANY_ENTRY,
+        ANY_CHANGE,
+        False,
+        "objects/info: alternates add object stores from elsewhere",
+    ),
+    GitRule(
+        "objects/info/**",
+        ANY_ENTRY,
+        ANY_CHANGE,
+        False,
+        "objects/info: alternates add object stores from elsewhere",
+    ),
+    GitRule(
+        "info",
+        ANY_ENTRY,
+        ANY_CHANGE,
+        False,
+        "info: attributes choose the filters git runs; sparse-checkout, exclude and grafts "
+        "change what git sees",
+    ),
+    GitRule(
+        "info/**",
+        ANY_ENTRY,
+        ANY_CHANGE,
+        False,
+        "info: attributes choose the filters git runs; sparse-checkout, exclude and grafts "
+        "change what git sees",
+    ),
+    *(
+        GitRule(
+            pattern,
+            ANY_ENTRY,
+            ANY_CHANGE,
+            False,
+            "an interrupted rebase's todo list: git rebase --continue runs its exec lines",
+        )
+        for pattern in (
+            "rebase-merge",
+            "rebase-merge/**",
+            "rebase-apply",
+            "rebase-apply/**",
+            "sequencer",
+            "sequencer/**",
+        )
+    ),
+    GitRule(
+        f"objects/{_HEX2}/*",
+        FILE,
+        frozenset({"modified"}),
+        False,
+        "an object changed in place: its name is its content's hash, git never rewrites one",
+    ),
+    GitRule(
+        "objects/pack/pack-*",
+        FILE,
+        frozenset({"modified"}),
+        False,
+        "a pack changed in place: its name is its content's hash, git never rewrites one",
+    ),
+    GitRule(
+        f"objects/{_HEX2}",
+        DIRECTORY,
+        frozenset({"added", "deleted"}),
+        True,
+        "a directory of loose objects",
+    ),
+    GitRule(
+        f"objects/{_HEX2}/[0-9a-f][0-9a-f]*",
+        FILE,
+        frozenset({"added", "deleted"}),
+        True,
+        "a loose object",
+    ),
+    GitRule(
+        "objects/pack/pack-*",
+        FILE,
+        frozenset({"added", "deleted"}),
+        True,
+        "a pack, its index or its companion files",
+    ),
+    GitRule("refs/**", ANY_ENTRY - {"symlink"}, ANY_CHANGE, True, "a ref or a directory of refs"),
+    GitRule("logs/**", ANY_ENTRY - {"symlink"}, ANY_CHANGE, True, "a reflog"),
+    *(
+        GitRule(name, FILE, frozenset({"added", "modified"}), True, "git's own state")
+        for name in ("packed-refs", "index", "HEAD", "description")
+    ),
+    *(
+        GitRule(name, FILE, frozenset({"added", "modified", "deleted"}), True, "git's own state")
+        for name in (
+            "*_HEAD",
+            "AUTO_MERGE",
+            "COMMIT_EDITMSG",
+            "MERGE_MSG",
+            "MERGE_MODE",
+            "SQUASH_MSG",
+            "TAG_EDITMSG",
+        )
+    ),
+    *(
+        GitRule(name, DIRECTORY, frozenset({"added"}), True, "a new repository's structure")
+        for name in ("", "objects", "objects/pack", "refs", "logs")
+    ),
+    GitRule(
+        "",
+        ANY_ENTRY,
+        ANY_CHANGE,
+        False,
+        "the .git entry itself: a gitfile or a replaced git directory sends git elsewhere",
+    ),
+)
+"""The rows, first match wins (explained in the module docstring); no row: :data:`NOT_GIT_S_OWN`."""
+
+_PACK_NAME = re.compile(rf"pack-[0-9a-f]+\.{_PACK_FILES}")
+_LOOSE_NAME = re.compile(r"[0-9a-f]{38}|[0-9a-f]{62}")
+
+NESTED_GIT = "a .git inside a git directory: git would take it for a repository of its own"
+SYMLINK_INTO_GIT = "a symlink into a git directory: whatever writes through it writes git's files"
+SET_ID_ONLY = "only set-id bits change, and apply never sets them"
+POLICY_DENIES = "the tree's policy does not let it be written"
+
+
+def git_segments(path: str) -> list[int]:
+    """The indexes of ``path``'s names that start a git directory (``.git`` in any case)."""
+    return [i for i, name in enumerate(path.split("/")[1:]) if name.lower() == ".git"]
+
+
+def git_reason(path: str, entry: Kind, change: str, bare: str | None = None) -> str | None:
+    """Why a change (``change``: added, modified, deleted or mode_changed) of the ``entry`` at
+    ``path`` (the layer's coordinates) is refused by :data:`GIT_RULES`; ``None`` when it is
+    outside every git directory or a row applies it. ``bare`` is a directory above ``path``
+    that git takes for a repository though it is not named ``.git`` (see
+    :func:`bare_repository`)."""
+    names = path.split("/")[1:] if path != ROOT else []
+    found = [i for i, name in enumerate(names) if name.lower() == ".git"]
+    if len(found) > 1:
+        return NESTED_GIT
+    if found:
+        relative = "/".join(names[found[0] + 1 :])
+    elif bare is not None and is_strictly_under(path, bare):
+        relative = path[len(bare.rstrip("/")) + 1 :]
+    else:
+        return None
+    for rule in GIT_RULES:
+        if rule.matches(relative, entry, change):
+            if rule.applies and not _well_named(relative, entry):
+                return NOT_GIT_S_OWN
+            return None if rule.applies else rule.reason
+    return NOT_GIT_S_OWN
+
+
+def _well_named(relative: str, entry: Kind) -> bool:
+    """Objects are named by their hash: a file in ``objects/`` must be named as git names one."""
+    if entry != "file" or not relative.lower().startswith("objects/"):
+        return True
+    name = relative.rsplit("/", 1)[-1].lower()
+    if relative.lower().startswith("objects/pack/"):
+        return _PACK_NAME.fullmatch(name) is not None
+    return _LOOSE_NAME.fullmatch(name) is not None
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A change apply leaves out, and why (in words a reviewer reads)."""
+
+    change: TreeChange
+    reason: str
+
+
+async def refusals(
+    cow: CowFileSystem,
+    prefix: str,
+    changes: Iterable[TreeChange],
+    policy: Policy | None,
+) -> dict[TreeChange, str]:
+    """The changes of the layer ``cow`` (served at ``prefix``) that apply refuses, with why (see
+    the module docstring); ``policy`` is the served tree's, in its coordinates."""
+    listed = list(changes)
+    refused: dict[TreeChange, str] = {}
+    seen: dict[str, bool] = {}  # directory -> whether git takes it for a repository
+    for change in listed:
+        reason = await _own_reason(cow, prefix, change, policy, seen)
+        if reason is not None:
+            refused[change] = reason
+    dest = writer_view(cow.lower)
+    while True:
+        chosen = [c for c in listed if c not in refused]
+        more: dict[TreeChange, str] = {}
+        unsafe = await unsafe_paths(dest, chosen) if chosen else {}
+        for change in chosen:
+            for path in (change.path, change.old_path):
+                if path is not None and path in unsafe:
+                    more.setdefault(change, unsafe[path])
+            reason = _held_back(change, refused)
+            if reason is not None:
+                more.setdefault(change, reason)
+        if not more:
+            return refused
+        refused.update(more)
+
+
+_HEAD_TEXT = re.compile(rb"ref: refs/\S+\n?|[0-9a-f]{40}\n?|[0-9a-f]{64}\n?")
+
+
+async def bare_repository(cow: CowFileSystem, path: str, seen: dict[str, bool]) -> str | None:
+    """The nearest directory above ``path`` (the root too) that git would take for a repository
+    of its own though it is not named ``.git``, as git's discovery does: a valid ``HEAD`` file,
+    ``objects/`` and ``refs/`` directories, in the layer as apply would leave it. A ``config``
+    there is read (``core.fsmonitor``, aliases, ...) by any git command run inside it, and its
+    ``hooks/`` run: its contents are judged by :data:`GIT_RULES` like a ``.git``'s."""
+    probe = path
+    while probe != ROOT:
+        probe = parent_path(probe)
+        looks = seen.get(probe)
+        if looks is None:
+            looks = seen[probe] = await _looks_like_repository(cow, probe)
+        if looks:
+            return probe
+    return None
+
+
+async def _looks_like_repository(cow: CowFileSystem, directory: str) -> bool:
+    base = directory.rstrip("/")
+    head = await cow.lstat(base + "/HEAD")
+    if head.kind != "file" or head.size > 100:
+        return False
+    if (await cow.lstat(base + "/objects")).kind != "directory":
+        return False
+    if (await cow.lstat(base + "/refs")).kind != "directory":
+        return False
+    data = await cow.read(base + "/HEAD")
+    text = data.encode() if isinstance(data, str) else data
+    return _HEAD_TEXT.fullmatch(text) is not None
+
+
+async def _own_reason(
+    cow: CowFileSystem,
+    prefix: str,
+    change: TreeChange,
+    policy: Policy | None,
+    seen: dict[str, bool],
+) -> str | None:
+    """Reasons 1 to 4 of the module docstring: those that depend on this change alone."""
+    if change.kind == "renamed":
+        assert change.old_path is not None
+        judged = [(change.old_path, "deleted"), (change.path, "added")]
+    else:
+        judged = [(change.path, change.kind)]
+    for path, kind in judged:
+        bare = None if git_segments(path) else await bare_repository(cow, path, seen)
+        reason = git_reason(path, change.entry, kind, bare)
+        if reason is not None:
+            return reason if bare is None else f"{reason} ({bare} is a git directory)"
+    if (
+        change.entry == "symlink"
+        and change.kind != "deleted"
+        and await _leads_into_git(cow, change.path)
+    ):
+        return SYMLINK_INTO_GIT
+    if change.kind == "mode_changed" and change.entry != "symlink":
+        old = (await posix_view(cow.lower).lstat(change.path)).mode
+        new = (await cow.lstat(change.path)).mode
+        if old is not None and new is not None and without_set_id(new) == without_set_id(old):
+            return SET_ID_ONLY
+    if policy is not None:
+        directory = change.entry == "directory"
+        for path, _ in judged:
+            if policy.access(add_prefix(path, prefix), directory=directory) != "write":
+                return POLICY_DENIES
+    return None
+
+
+async def _leads_into_git(cow: CowFileSystem, path: str) -> bool:
+    target = await cow.readlink(path)
+    if any(name.lower() == ".git" for name in target.split("/")):
+        return True
+    base = ROOT if target.startswith("/") else parent_path(path)
+    try:
+        lexical = normalize_path(base.rstrip("/") + "/" + target)
+        real = await cow.real_path(path)
+    except OSError:
+        return True  # a loop, or a target no path names: nothing git's to follow, but refuse
+    return bool(git_segments(lexical) or git_segments(real))
+
+
+def _removes(change: TreeChange) -> str | None:
+    """The path whose lower entry ``change`` removes or replaces, if any."""
+    if change.kind in ("deleted", "modified"):
+        return change.path
+    return change.old_path if change.kind == "renamed" else None
+
+
+def _held_back(change: TreeChange, refused: dict[TreeChange, str]) -> str | None:
+    """Reason 6: a refused change that this one depends on. A directory's removal is applied
+    whole or not at all, and nothing is made inside a directory whose creation is refused."""
+    removes = _removes(change)
+    for other in refused:
+        held = _removes(other)
+        if removes is not None and held is not None:
+            if is_strictly_under(held, removes):
+                return f"removes {removes}, which still holds a refused change: {held}"
+            if is_strictly_under(removes, held):
+                return f"part of the removal of {held}, which is refused"
+        if (
+            change.kind != "deleted"
+            and other.entry == "directory"
+            and other.kind in ("added", "modified", "renamed")
+            and is_strictly_under(change.path, other.path)
+        ):
+            return f"inside {other.path}, whose creation is refused"
+    return None
+
+
+def refused_in(changes: Iterable[TreeChange], refused: dict[TreeChange, str]) -> list[Refusal]:
+    """The refusals among ``changes``, in their order."""
+    return [Refusal(change, refused[change]) for change in changes if change in refused]

@@ -1,0 +1,525 @@
+"""Attacks on apply, made for real: an agent in a ``mountd run`` sandbox (or writing through a
+``mountd mount``) prepares changes that would make the host run its code, write outside what
+was reviewed, or hand out root, and ``--apply`` / ``mountd apply`` / the control socket write
+back. Each test asserts the attack fails: the host tree is byte-identical where the agent's
+changes are refused (every entry's kind, mode, bytes or link target), no set-id file appears,
+a source repository outside the tree still passes ``git fsck``, and the hook never ran (git
+commands run on the host afterwards leave no mark). Where it shows something, the same changes
+made directly on a copy of the host are run first, to prove the attack is a real one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from mountd import _control as control
+from mountd import _registry as registry
+from tests.mountd.mounting import cleared_afterwards
+from tests.mountd.sandbox_trees import git, git_env, manifest
+from tests.mountd.test_run import mountd_run, private_state
+
+pytestmark = pytest.mark.mount
+
+__all__ = ["private_state"]  # the autouse fixture: every run gets its own state directory
+
+COMMAND = [sys.executable, "-m", "mountd"]
+
+
+def mountd(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*COMMAND, *args], cwd=cwd, env=git_env(), capture_output=True, text=True, timeout=120
+    )
+
+
+@pytest.fixture
+def marker(tmp_path: Path) -> Path:
+    """Where a planted hook leaves its mark when it runs (outside every tree)."""
+    return tmp_path / "hook-ran"
+
+
+def hook(marker: Path) -> str:
+    """Shell that writes an executable hook script to the file named by ``$1``... as a
+    printf command line: ``{hook} path``."""
+    return f"printf '#!/bin/sh\\ntouch {marker}\\n' >"
+
+
+def make_repo(root: Path) -> Path:
+    """A repository made with no template (no hooks directory, as ``git init --template=``),
+    a few files and a script; one commit."""
+    (root / "docs").mkdir(parents=True)
+    (root / "docs" / "guide.md").write_text("# guide\n")
+    (root / "README.md").write_text("# project\n")
+    (root / "run.sh").write_text("#!/bin/sh\necho run\n")
+    (root / "run.sh").chmod(0o755)
+    git(root, "init", "-q", "--template=", "-b", "main")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "initial")
+    return root
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    return make_repo(tmp_path / "repo")
+
+
+def host_git(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """A git command as the host user would run it afterwards (hooks and config apply)."""
+    return subprocess.run(
+        ["git", *args], cwd=repo, env=git_env(), capture_output=True, text=True, check=False
+    )
+
+
+def set_id_entries(root: Path) -> list[str]:
+    found = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            path = Path(dirpath, name)
+            if path.lstat().st_mode & (stat.S_ISUID | stat.S_ISGID):
+                found.append(str(path))
+    return found
+
+
+def potent(repo: Path, tmp_path: Path, script: str) -> Path:
+    """``script`` run directly on a copy of ``repo``, as if apply had written it all."""
+    copy = Path(shutil.copytree(repo, tmp_path / "potent", symlinks=True))
+    subprocess.run(["sh", "-c", script], cwd=copy, env=git_env(), check=True)
+    return copy
+
+
+def summary_lines(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if line.startswith("  ")]
+
+
+# --- 2: git files that make the host run code or read elsewhere ---------------------------------
+
+
+COMMONDIR = "commondir: it sends git to another directory, with its own config and hooks"
+
+
+def commondir_hook(marker: Path) -> str:
+    return (
+        "mkdir -p .git/c/hooks && cp -r .git/objects .git/refs .git/HEAD .git/c/ && "
+        "cp .git/config .git/c/config && "
+        f"{hook(marker)} .git/c/hooks/pre-commit && chmod +x .git/c/hooks/pre-commit && "
+        "echo c > .git/commondir"
+    )
+
+
+def test_a_commondir_with_its_own_hooks_is_refused(
+    repo: Path, marker: Path, tmp_path: Path
+) -> None:
+    script = commondir_hook(marker)
+    copy = potent(repo, tmp_path, script)
+    assert host_git(copy, "commit", "-q", "--allow-empty", "-m", "x").returncode == 0
+    assert marker.exists()  # the attack is real: written, the hook runs on the next commit
+    marker.unlink()
+
+    before = manifest(repo)
+    done = mountd_run("--apply", "--", "sh", "-c", "set -e; " + script, cwd=repo)
+    assert done.returncode == 0, done.stderr
+    assert manifest(repo) == before
+    lines = summary_lines(done.stderr)
+    assert f"  A /.git/commondir (refused: {COMMONDIR})" in lines
+    assert (
+        "  A /.git/c/hooks/pre-commit (refused: not what git writes in a normal session (only "
+        "objects, refs, logs, packed-refs, index, HEAD and the *_HEAD files and the commit "
+        "messages are applied inside .git))" in lines
+    )
+    assert "mountd run: applied 0 changes to dir_fs(" in done.stderr
+    assert host_git(repo, "commit", "-q", "--allow-empty", "-m", "host").returncode == 0
+    assert not marker.exists()
+    git(repo, "fsck", "--strict")
+
+
+@pytest.mark.parametrize(
+    ("script", "refused"),
+    [
+        ("echo /tmp > .git/commondir", "/.git/commondir"),
+        (
+            "mkdir -p .git/objects/info && echo /tmp/store > .git/objects/info/alternates",
+            "/.git/objects/info/alternates",
+        ),
+        (
+            "mkdir -p .git/info && echo '* filter=evil' > .git/info/attributes",
+            "/.git/info/attributes",
+        ),
+        (
+            "mkdir -p .git/worktrees/w && echo /tmp/w/.git > .git/worktrees/w/gitdir && "
+            "echo ../.. > .git/worktrees/w/commondir",
+            "/.git/worktrees/w/gitdir",
+        ),
+        ("touch .git/index.lock", "/.git/index.lock"),
+        ("ln -s ../../../../etc/passwd .git/refs/heads/evil", "/.git/refs/heads/evil"),
+        ("printf 'ref: refs/heads/main\\n' > .git/FETCH_HEAD.lock", "/.git/FETCH_HEAD.lock"),
+    ],
+)
+def test_git_files_outside_the_allow_list_are_refused(
+    repo: Path, script: str, refused: str
+) -> None:
+    before = manifest(repo)
+    done = mountd_run("--apply", "--", "sh", "-c", "set -e; " + script, cwd=repo)
+    assert done.returncode == 0, done.stderr
+    assert manifest(repo) == before
+    assert any(line.startswith(f"  A {refused} (refused: ") for line in summary_lines(done.stderr))
+    status = host_git(repo, "status", "--porcelain")
+    assert (status.returncode, status.stdout) == (0, "")  # still a repository, and unlocked
+    assert host_git(repo, "commit", "-q", "--allow-empty", "-m", "host").returncode == 0
+
+
+def test_an_interrupted_rebase_s_exec_lines_are_refused(
+    repo: Path, marker: Path, tmp_path: Path
+) -> None:
+    script = (
+        "mkdir .git/rebase-merge && "
+        f"printf 'exec touch {marker}\\n' > .git/rebase-merge/git-rebase-todo && "
+        "git symbolic-ref HEAD > .git/rebase-merge/head-name && "
+        "git rev-parse HEAD > .git/rebase-merge/onto && "
+        "git rev-parse HEAD > .git/rebase-merge/orig-head && "
+        "touch .git/rebase-merge/interactive"
+    )
+    copy = potent(repo, tmp_path, script)
+    host_git(copy, "rebase", "--continue")
+    assert marker.exists()  # the attack is real: --continue runs the exec line
+    marker.unlink()
+
+    before = manifest(repo)
+    done = mountd_run("--apply", "--", "sh", "-c", "set -e; " + script, cwd=repo)
+    assert done.returncode == 0, done.stderr
+    assert manifest(repo) == before
+    assert (
+        "  A /.git/rebase-merge/git-rebase-todo (refused: an interrupted rebase's todo list: "
+        "git rebase --continue runs its exec lines)" in summary_lines(done.stderr)
+    )
+    assert host_git(repo, "rebase", "--continue").returncode != 0  # no rebase in progress
+    assert not marker.exists()
+
+
+# --- 3: a symlink named .git/hooks ---------------------------------------------------------------
+
+
+def test_a_hooks_symlink_is_refused(repo: Path, marker: Path, tmp_path: Path) -> None:
+    assert not (repo / ".git" / "hooks").exists()  # git init --template=
+    script = (
+        f"ln -s x .git/hooks && mkdir .git/x && {hook(marker)} .git/x/pre-commit && "
+        "chmod +x .git/x/pre-commit"
+    )
+    copy = potent(repo, tmp_path, script)
+    host_git(copy, "commit", "-q", "--allow-empty", "-m", "x")
+    assert marker.exists()
+    marker.unlink()
+
+    before = manifest(repo)
+    done = mountd_run("--apply", "--", "sh", "-c", "set -e; " + script, cwd=repo)
+    assert done.returncode == 0, done.stderr
+    assert manifest(repo) == before
+    lines = summary_lines(done.stderr)
+    assert (
+        "  A /.git/hooks (refused: a symlink inside .git: git follows it wherever it points)"
+        in lines
+    )
+    assert any(line.startswith("  A /.git/x/pre-commit (refused: not what git") for line in lines)
+    assert host_git(repo, "commit", "-q", "--allow-empty", "-m", "host").returncode == 0
+    assert not marker.exists()
+
+
+# --- 4: writing through a symlink of the host tree ----------------------------------------------
+
+
+@pytest.fixture
+def mnt(tmp_path: Path) -> Iterator[Path]:
+    path = tmp_path / "mnt"
+    with cleared_afterwards(path):
+        yield path
+
+
+def test_apply_never_writes_through_a_host_symlink(repo: Path, marker: Path, mnt: Path) -> None:
+    (repo / ".git" / "hooks").mkdir()
+    (repo / "docs-link").symlink_to(".git/hooks")  # there on the host (the user's own)
+    before = manifest(repo)
+    assert mountd("mount", "--daemon", str(mnt), cwd=repo).returncode == 0
+    try:
+        # The first step of the attack, planting the link through the mount, is refused...
+        (mnt / "planted").symlink_to(".git/hooks")
+        listed = mountd("changes", str(mnt), cwd=repo).stdout
+        assert listed == (
+            "A /planted (refused: a symlink into a git directory: whatever writes through it "
+            "writes git's files)\n"
+        )
+        diff = mountd("diff", str(mnt), cwd=repo)
+        assert (diff.returncode, diff.stdout) == (0, "")  # nothing apply would write
+        assert diff.stderr == (
+            "mountd: not applied (refused):\n  A /planted: a symlink into a git directory: "
+            "whatever writes through it writes git's files\n"
+        )
+        (mnt / "planted").unlink()
+        # ... and with the link already on the host, a directory in its place in the mount:
+        (mnt / "docs-link").unlink()
+        (mnt / "docs-link").mkdir()
+        (mnt / "docs-link" / "pre-commit").write_text(f"#!/bin/sh\ntouch {marker}\n")
+        (mnt / "docs-link" / "pre-commit").chmod(0o755)
+        why = "the target's /docs-link is a symlink (apply never follows one)"
+        refused = mountd("apply", str(mnt), "/docs-link/pre-commit", cwd=repo)
+        assert (refused.returncode, refused.stderr) == (
+            1,
+            f"mountd: not applied: /docs-link/pre-commit is refused: {why}\n",
+        )
+        reply = control.request(
+            registry.canonical(mnt),
+            {"op": "cow", "action": "apply", "paths": ["/docs-link/pre-commit"]},
+        )
+        assert reply == {
+            "ok": False,
+            "error": f"not applied: /docs-link/pre-commit is refused: {why}",
+            "refused": [
+                {
+                    "path": "/docs-link/pre-commit",
+                    "kind": "added",
+                    "entry": "file",
+                    "from": None,
+                    "reason": why,
+                }
+            ],
+        }
+        assert manifest(repo) == before
+        # A full apply replaces the link by the directory first: nothing goes through it.
+        done = mountd("apply", str(mnt), cwd=repo)
+        assert done.returncode == 0, done.stderr
+        assert (repo / "docs-link").is_dir() and not (repo / "docs-link").is_symlink()
+        assert (repo / "docs-link" / "pre-commit").is_file()
+        assert list((repo / ".git" / "hooks").iterdir()) == []
+    finally:
+        mountd("unmount", str(mnt), cwd=repo)
+    assert host_git(repo, "commit", "-q", "--allow-empty", "-m", "host").returncode == 0
+    assert not marker.exists()
+
+
+def spec_at_work(tmp_path: Path, repo: Path) -> Path:
+    """A spec serving ``repo`` under copy-on-write at ``/work``, with no policy of its own."""
+    spec = tmp_path / "spec.toml"
+    spec.write_text(
+        '[root]\ntype = "union"\n[root.mounts."/"]\ntype = "temp"\n'
+        f'[root.mounts."/work"]\ntype = "cow"\nlower = {{ type = "dir", path = "{repo}" }}\n'
+    )
+    return spec
+
+
+def test_a_cow_without_a_policy_still_refuses_through_host_symlinks(
+    repo: Path, marker: Path, tmp_path: Path
+) -> None:
+    (repo / ".git" / "hooks").mkdir()
+    (repo / "docs-link").symlink_to(".git/hooks")
+    script = (
+        f"cd /work && rm docs-link && mkdir docs-link && {hook(marker)} docs-link/pre-commit && "
+        "chmod +x docs-link/pre-commit && ln -s .git/hooks h && ln -s h chained"
+    )
+    done = mountd_run(
+        str(spec_at_work(tmp_path, repo)), "--apply", "--", "sh", "-c", script, cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stderr
+    lines = summary_lines(done.stderr)
+    into_git = "a symlink into a git directory: whatever writes through it writes git's files"
+    assert f"  A /work/h (refused: {into_git})" in lines
+    assert f"  A /work/chained (refused: {into_git})" in lines
+    assert (repo / "docs-link" / "pre-commit").is_file()  # a real directory now
+    assert list((repo / ".git" / "hooks").iterdir()) == []
+    assert not (repo / "h").exists() and not (repo / "chained").exists()
+    assert host_git(repo, "commit", "-q", "--allow-empty", "-m", "host").returncode == 0
+    assert not marker.exists()
+
+
+CONFIG = "git's config names commands git runs (core.hooksPath, core.fsmonitor, aliases, filters)"
+
+
+@pytest.mark.parametrize(
+    ("script", "line"),
+    [
+        (
+            "git config core.hooksPath /tmp/hooks",
+            f"  M /work/.git/config (refused: {CONFIG})",
+        ),
+        (
+            "mkdir .git/hooks && {hook} x && chmod +x x && mv x .git/hooks/pre-commit",
+            "  A /work/.git/hooks/pre-commit (refused: git's hooks: git runs what is there)",
+        ),
+        (
+            "mv .git/config config.txt",
+            f"  R /work/config.txt (from /work/.git/config) (refused: {CONFIG})",
+        ),
+        (
+            "mv .git .git.real && echo 'gitdir: .git.real' > .git",
+            "  M /work/.git (refused: the .git entry itself: a gitfile or a replaced git "
+            "directory sends git elsewhere)",
+        ),
+        (
+            "rm -r docs && ln -s .git docs",
+            "  M /work/docs (refused: a symlink into a git directory: whatever writes through "
+            "it writes git's files)",
+        ),
+        (
+            "git init -q --bare evil && printf '[alias]\\n\\tst = !touch {marker}\\n' >> evil/config",
+            f"  A /work/evil/config (refused: {CONFIG} (/evil is a git directory))",
+        ),
+        (
+            "git init -q --template= sub && mkdir sub/.git/hooks && {hook} sub/.git/hooks/pre-commit",
+            "  A /work/sub/.git/hooks/pre-commit (refused: git's hooks: git runs what is there)",
+        ),
+    ],
+)
+def test_without_a_policy_git_s_runnable_files_are_refused(
+    repo: Path, marker: Path, tmp_path: Path, script: str, line: str
+) -> None:
+    before = manifest(repo)
+    command = "set -e; cd /work; " + script.format(hook=hook(marker), marker=marker)
+    done = mountd_run(
+        str(spec_at_work(tmp_path, repo)), "--apply", "--", "sh", "-c", command, cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stderr
+    assert line in summary_lines(done.stderr), done.stderr
+    after = manifest(repo)
+    # Only new, harmless entries may appear (evil's HEAD, objects and refs, sub's work tree);
+    # nothing the host had changes.
+    assert {path: after[path] for path in before} == before
+    assert not [p for p in after if "/config" in p and p not in before]
+    assert not [p for p in after if "hooks" in p]
+    for args in (["commit", "-q", "--allow-empty", "-m", "host"], ["-C", "evil", "st"]):
+        host_git(repo, *args)
+    if (repo / "sub" / ".git").is_dir():
+        host_git(repo / "sub", "commit", "-q", "--allow-empty", "-m", "host")
+    assert host_git(repo, "status").returncode == 0
+    assert not marker.exists()
+    git(repo, "fsck", "--strict")
+
+
+# --- 5: set-id bits -----------------------------------------------------------------------------
+
+
+def test_set_id_bits_never_reach_the_host(tmp_path: Path) -> None:
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "tool").write_text("#!/bin/sh\n")
+    (tree / "tool").chmod(0o755)
+    script = (
+        "set -e; cp /usr/bin/python3 /suidpy && chmod 4755 /suidpy && "
+        "mkdir /shared && chmod 2777 /shared && chmod u+s /tool"
+    )
+    done = mountd_run("--apply", "--", "sh", "-c", script, cwd=tree)
+    assert done.returncode == 0, done.stderr
+    assert set_id_entries(tree) == []
+    assert stat.S_IMODE((tree / "suidpy").stat().st_mode) == 0o755
+    assert stat.S_IMODE((tree / "shared").stat().st_mode) == 0o777
+    assert stat.S_IMODE((tree / "tool").stat().st_mode) == 0o755
+    assert "mountd run: applied without their set-id bits: /shared, /suidpy" in done.stderr
+    assert (
+        "  m /tool (refused: only set-id bits change, and apply never sets them)"
+        in summary_lines(done.stderr)
+    )
+    # Run as another user, the copy gives no root.
+    who = subprocess.run(
+        [
+            "setpriv",
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            str(tree / "suidpy"),
+            "-c",
+            "import os; print(os.geteuid())",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert who.stdout == "65534\n"
+
+
+# --- 6: hard links -----------------------------------------------------------------------------
+
+
+def test_rewriting_a_hard_linked_object_leaves_the_source_repository_intact(
+    tmp_path: Path,
+) -> None:
+    source = make_repo(tmp_path / "source")
+    clone = tmp_path / "clone"
+    git(tmp_path, "clone", "-q", str(source), str(clone))
+    objects = [p for p in (clone / ".git" / "objects").rglob("*") if p.is_file()]
+    linked = [p for p in objects if p.stat().st_nlink > 1]
+    assert linked, "a local clone hard-links its objects"
+    victim = "/" + linked[0].relative_to(clone).as_posix()
+    source_before = manifest(source)
+    clone_before = manifest(clone)
+    script = (
+        f"set -e; chmod u+w .{victim}; printf garbage > .{victim}; "
+        "echo more >> README.md; git commit -q -am 'agent'"
+    )
+    done = mountd_run("--apply", "--", "sh", "-c", script, cwd=clone)
+    assert done.returncode == 0, done.stderr
+    assert (
+        f"  M {victim} (refused: an object changed in place: its name is its content's hash, "
+        "git never rewrites one)" in summary_lines(done.stderr)
+    )
+    assert manifest(source) == source_before
+    git(source, "fsck", "--strict")
+    assert git(clone, "log", "--format=%s") == "agent\ninitial\n"  # the rest is applied
+    git(clone, "fsck", "--strict")
+    assert manifest(clone)[victim] == clone_before[victim]
+
+
+def test_apply_replaces_a_hard_linked_file_instead_of_writing_through_it(
+    tmp_path: Path, mnt: Path
+) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    for name in ("f", "g"):
+        (outside / name).write_text(f"{name} outside\n")
+        (outside / name).chmod(0o644)
+        os.link(outside / name, tree / name)
+    before = manifest(outside)
+    assert mountd("mount", "--daemon", str(mnt), cwd=tree).returncode == 0
+    try:
+        (mnt / "f").write_text("from the agent\n")
+        (mnt / "g").chmod(0o755)
+        assert mountd("apply", str(mnt), "/f", cwd=tree).returncode == 0
+        assert mountd("apply", str(mnt), cwd=tree).returncode == 0
+    finally:
+        mountd("unmount", str(mnt), cwd=tree)
+    assert manifest(outside) == before
+    assert (tree / "f").read_text() == "from the agent\n"
+    assert stat.S_IMODE((tree / "g").stat().st_mode) == 0o755
+    assert (tree / "g").read_text() == "g outside\n"
+    assert (tree / "f").stat().st_nlink == (tree / "g").stat().st_nlink == 1
+
+
+# --- a mount point inside the host tree ---------------------------------------------------------
+
+
+def test_apply_never_crosses_a_mount_point_in_the_host_tree(tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "f").write_text("elsewhere\n")
+    tree = tmp_path / "tree"
+    (tree / "m").mkdir(parents=True)
+    (tree / "a.txt").write_text("a\n")
+    subprocess.run(["mount", "--bind", str(elsewhere), str(tree / "m")], check=True)
+    try:
+        before = manifest(elsewhere)
+        script = "set -e; echo agent > /m/f; echo new > /m/g; echo A > /a.txt"
+        done = mountd_run("--apply", "--", "sh", "-c", script, cwd=tree)
+        assert done.returncode == 0, done.stderr
+        why = "the target's /m is a mount point (apply never crosses one)"
+        lines = summary_lines(done.stderr)
+        assert f"  M /m/f (refused: {why})" in lines and f"  A /m/g (refused: {why})" in lines
+        assert manifest(elsewhere) == before
+        assert (tree / "a.txt").read_text() == "A\n"
+    finally:
+        subprocess.run(["umount", str(tree / "m")], check=True)
+    assert json.dumps(sorted(p.name for p in tree.iterdir())) == '["a.txt", "m"]'
