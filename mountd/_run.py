@@ -29,11 +29,13 @@ Theory of operation
    are its own, and ``/tmp`` is always a tmpfs.
 4. When the command has exited (its PID namespace, and so every process it started, is gone),
    the tree is unmounted and then read through its API: the change summary of every
-   copy-on-write layer goes to stderr (git's own files under ``/.git`` counted on one line),
-   ``--diff`` prints the diff of everything outside ``/.git`` to stdout, and ``--apply`` writes
-   the changes back if the command succeeded. Apply never writes what the repository policy
-   protects (``.git/hooks``, ``.git/config``), nor anything the run's policy did not let the
-   command write; a conflict (the host changed meanwhile) writes nothing and exits 1.
+   copy-on-write layer goes to stderr (git's own files that apply takes counted on one line,
+   every change apply refuses listed with why), ``--diff`` prints the diff of what apply would
+   write outside ``/.git`` to stdout, and ``--apply`` writes the changes back if the command
+   succeeded. What apply may write is :mod:`mountd._apply_rules`'s one decision (inside ``.git``
+   only git's own files; never set-id bits, never through a host symlink or mount point, nothing
+   the run's policy did not let the command write); a conflict (the host changed meanwhile)
+   writes nothing and exits 1.
 
 The exit status is the command's (1 for a failed apply, 2 for a usage error, 127 when the command
 could not start).
@@ -482,8 +484,9 @@ only the caller's user.name and user.email (and safe.directory = *), never the c
 summary lists them.
 
 A git repository gets the repository policy: git works in full, but .git/hooks and .git/config
-are read-only (EACCES). --apply writes back only the reviewed change; what it refuses (git's
-configuration and anything git would run) is shown with its reason. Afterwards the change summary
+are read-only (EACCES). --apply writes back only the reviewed change: inside .git only git's own
+files (objects, refs, logs, the index, HEAD...), never set-id bits, never through a symlink or a
+mount point of the host tree; what it refuses is shown with its reason. Afterwards the change summary
 goes to stderr, the diff (--diff) to stdout. The exit status is the command's (1 if --apply
 failed, 2 for a usage error).
 """
@@ -508,8 +511,8 @@ def _run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--apply",
         action="store_true",
-        help="write the changes back to the host tree if the command exits 0 (never "
-        ".git/hooks or .git/config)",
+        help="write the changes back to the host tree if the command exits 0 (inside .git only "
+        "git's own files; never set-id bits, never through a host symlink or mount point)",
     )
     parser.add_argument("--diff", action="store_true", help="print the diff of the changes")
     parser.add_argument("--net", action="store_true", help="let the command use the network")

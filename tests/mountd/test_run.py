@@ -155,9 +155,9 @@ def test_bwrap_args() -> None:
     assert "--ro-bind-data 5 /etc/passwd" in joined
     assert "--ro-bind-data 6 /etc/agentroot/gitconfig" in joined
     assert joined.index("--ro-bind-data") < joined.index("--remount-ro /etc")
-    assert (
-        "--bind /root/.codex /tmp/.codex" in joined and "--ro-bind /opt/cache /opt/cache" in joined
-    )
+    # Bound from the mount, which serves them (see mountd._bwrap.Bind).
+    assert "--bind /tmp/run-1/.mountd-run-binds/0 /tmp/.codex" in joined
+    assert "--ro-bind /tmp/run-1/.mountd-run-binds/1 /opt/cache" in joined
     assert "--unshare-user --uid 65533 --gid 65533 --disable-userns" in joined
     assert "--unshare-net" in argv and "--die-with-parent" in argv
     assert argv[argv.index("--cap-drop") + 1] == "ALL"
