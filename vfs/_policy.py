@@ -61,9 +61,10 @@ from ._capabilities import buffers_writes, list_info_of, make_link, make_node
 from ._errors import PathError, PermissionDeniedError
 from ._match import compile_grep
 from ._merge import aclose
-from ._paths import ROOT, is_under, join_path, normalize_path, parent_path, split_path
+from ._paths import ROOT, is_under, normalize_path, parent_path
 from ._posix_view import posix_view
 from ._pushdown import refilled
+from ._resolve import drive, resolution
 from ._types import (
     Change,
     ChangeCallback,
@@ -72,6 +73,7 @@ from ._types import (
     FileSystem,
     GrepQuery,
     GrepResult,
+    Kind,
     OpenFile,
     SearchQuery,
     SearchResult,
@@ -84,7 +86,6 @@ log = logging.getLogger("vfs.policy")
 Access: TypeAlias = Literal["none", "read", "write"]
 ACCESS_LEVELS: tuple[Access, ...] = ("none", "read", "write")
 
-_SYMLOOP_MAX = 40
 _CACHE_SIZE = 65536
 
 
@@ -297,49 +298,39 @@ class PolicyFileSystem:
             known.clear()  # a real directory moved or went: its descendants' paths changed
 
     async def _real(self, path: str, *, follow: bool) -> str:
-        """``path`` with its symlinks resolved through the tree (the final one if ``follow``)."""
+        """``path`` with its symlinks resolved through the tree (the final one if ``follow``), by
+        :mod:`vfs._resolve`'s rules, the tree's own; where resolution fails, the real path where
+        it stopped with the rest after it (the call itself then reports the problem)."""
         known = self._known
         if path == ROOT:
             return path
         parent = parent_path(path)
         if known is not None and (parent == ROOT or parent in known) and not follow:
             return path  # the mount's common case: costs nothing
-        parts = split_path(path)
-        done = ROOT
-        hops = 0
-        index = 0
-        while index < len(parts):
-            candidate = join_path(done, parts[index])
-            last = index == len(parts) - 1
-            if last and not follow:
-                return candidate
-            if known is not None and candidate in known:
-                done = candidate
-                index += 1
-                continue
-            try:
-                info = await self._view.lstat(candidate)
-                if info.kind == "symlink":
-                    hops += 1
-                    if hops > _SYMLOOP_MAX:
-                        return path  # the call itself reports the loop
-                    target = await self._view.readlink(candidate)
-                    base = ROOT if target.startswith("/") else done
-                    parts = split_path(normalize_path(join_path(base, target))) + parts[index + 1 :]
-                    done = ROOT
-                    index = 0
-                    continue
-            except PathError:
-                return _rest(candidate, parts[index + 1 :])  # the call reports the problem
-            if info.kind != "directory":
-                return _rest(candidate, parts[index + 1 :])
-            if known is not None and not last:
-                if len(known) >= _CACHE_SIZE:
-                    known.clear()
-                known.add(candidate)
-            done = candidate
-            index += 1
-        return done
+        steps = resolution(path, follow=follow)
+        return (await drive(steps, self._kind, self._target)).path
+
+    async def _kind(self, real: str) -> Kind:
+        """The kind at the real path ``real``, for the resolver; real directories are
+        remembered (they hold no symlink in their path) until a change forgets them."""
+        known = self._known
+        if known is not None and real in known:
+            return "directory"
+        try:
+            kind = (await self._view.lstat(real)).kind
+        except PathError:
+            return "missing"  # resolution stops here; the call reports the problem
+        if kind == "directory" and known is not None:
+            if len(known) >= _CACHE_SIZE:
+                known.clear()
+            known.add(real)
+        return kind
+
+    async def _target(self, real: str) -> str:
+        try:
+            return await self._view.readlink(real)
+        except PathError:
+            return ""  # (resolution stops here)
 
     def _deny(self, operation: str, path: str, access: Access) -> PolicyDeniedError:
         log.warning("policy denied %s %s (access %s)", operation, path, access)
@@ -658,12 +649,6 @@ class PolicyFileSystem:
 
 def _nothing() -> None:
     return None
-
-
-def _rest(done: str, rest: list[str]) -> str:
-    for name in rest:
-        done = join_path(done, name)
-    return done
 
 
 def _moved(path: str, prefix: str, real: str) -> str:
