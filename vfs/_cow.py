@@ -94,6 +94,7 @@ from ._paths import (
 )
 from ._posix_view import posix_view
 from ._pushdown import refilled
+from ._resolve import drive, resolution
 from ._temp import temp_fs
 from ._types import (
     MISSING,
@@ -120,7 +121,6 @@ RESERVED_NAME = RESERVED[1:]
 _META_TEMP = RESERVED + "/meta.json.tmp"
 _STAGE = RESERVED + "/stage"
 _CHUNK = 1 << 20
-_SYMLOOP_MAX = 40
 
 _UPPER = 0
 _LOWER = 1
@@ -389,44 +389,19 @@ class CowFileSystem:
         return found
 
     async def _locate_links(self, path: str, follow: bool) -> _Found:
-        """:meth:`_locate` for a path through symlinks: targets resolve in the merged view,
-        absolute ones from this tree's root, ``..`` physically."""
-        stack = [ROOT]
-        pending = split_path(path)
-        pending.reverse()
-        hops = 0
-        while pending:
-            name = pending.pop()
-            if name in ("", "."):
-                continue
-            if name == "..":
-                if len(stack) > 1:
-                    stack.pop()
-                continue
-            here = join_path(stack[-1], name)
-            found = await self._direct(here)
-            last = not pending
-            if not found.info.exists:
-                if last:
-                    return found
-                raise FileNotFoundError(path)
-            if found.info.kind == "symlink" and (follow or not last):
-                hops += 1
-                if hops > _SYMLOOP_MAX:
-                    raise PathError(path, errno=errno.ELOOP)
-                target = await self._layer(found).readlink(here)
-                if target.startswith("/"):
-                    del stack[1:]
-                segments = target.split("/")
-                segments.reverse()
-                pending.extend(segments)
-                continue
-            if last:
-                return found
-            if found.info.kind != "directory":
-                raise NotADirectoryError(path)
-            stack.append(here)
-        return await self._direct(stack[-1])
+        """:meth:`_locate` for a path through symlinks, by :mod:`vfs._resolve`'s rules: targets
+        resolve in the merged view, absolute ones from this tree's root, ``..`` physically."""
+        seen: dict[str, _Found] = {}
+
+        async def kind(real: str) -> Kind:
+            found = seen[real] = await self._direct(real)
+            return found.info.kind
+
+        async def target(real: str) -> str:
+            return await self._layer(seen[real]).readlink(real)
+
+        found = (await drive(resolution(path, follow=follow), kind, target)).check(path)
+        return seen.get(found.path) or await self._direct(found.path)
 
     async def _locate_parent(self, path: str) -> str:
         """The real path of the directory that holds ``path`` (errors are about ``path``)."""

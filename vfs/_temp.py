@@ -65,7 +65,8 @@ from ._errors import (
     PathError,
 )
 from ._match import compile_glob, compile_grep, compile_grep_glob, grep_lines
-from ._paths import ROOT, base_name, join_path, normalize_path
+from ._paths import ROOT, base_name, join_path, normalize_path, parent_path
+from ._resolve import drive_sync, resolution
 from ._types import (
     MISSING,
     SPECIAL_TYPE_BITS,
@@ -85,7 +86,6 @@ from ._types import (
 )
 from ._watch import Observers
 
-SYMLOOP_MAX = 40
 DEFAULT_MAX_FILE_SIZE = 1 << 40
 _DIRENT_SIZE = 20  # tmpfs's BOGO_DIRENT_SIZE
 _CHECKPOINT_EVERY = 256  # entries walked between yields to the event loop
@@ -399,43 +399,29 @@ class TempFileSystem:
         return directory, name, node
 
     def _lookup_links(self, path: str, follow: bool) -> tuple[_Dir, str, _Node | None]:
-        """:meth:`_lookup` for paths that go through symlinks."""
-        stack = [self._root]  # the directories walked through, so ".." goes up physically
-        pending = path.split("/")
-        pending.reverse()
-        hops = 0
-        while pending:
-            name = pending.pop()
-            if name in ("", "."):
-                continue
-            if name == "..":
-                if len(stack) > 1:
-                    stack.pop()
-                continue
-            directory = stack[-1]
-            node = directory.children.get(name)
-            last = not pending
+        """:meth:`_lookup` for paths that go through symlinks, by :mod:`vfs._resolve`'s rules."""
+        dirs: dict[str, _Dir] = {ROOT: self._root}  # the real directories walked through
+
+        def kind(real: str) -> Kind:
+            node = dirs[parent_path(real)].children.get(base_name(real))
+            if isinstance(node, _Dir):
+                dirs[real] = node
+                return "directory"
             if node is None:
-                if last:
-                    return directory, name, None
-                raise FileNotFoundError(path)
-            if isinstance(node, _Symlink) and (follow or not last):
-                hops += 1
-                if hops > SYMLOOP_MAX:
-                    raise PathError(path, errno=errno.ELOOP)
-                if node.target.startswith("/"):
-                    del stack[1:]
-                segments = node.target.split("/")
-                segments.reverse()
-                pending.extend(segments)
-                continue
-            if last:
-                return directory, name, node
-            if not isinstance(node, _Dir):
-                raise NotADirectoryError(path)
-            stack.append(node)
-        # The path ended on a directory reached through "", "." or "..": it has no name here.
-        return stack[-1], "", stack[-1]
+                return "missing"
+            return "symlink" if isinstance(node, _Symlink) else "file"
+
+        def target(real: str) -> str:
+            node = dirs[parent_path(real)].children[base_name(real)]
+            assert isinstance(node, _Symlink)
+            return node.target
+
+        found = drive_sync(resolution(path, follow=follow), kind, target).check(path)
+        if found.path == ROOT:
+            return self._root, "", self._root
+        directory = dirs[parent_path(found.path)]
+        name = base_name(found.path)
+        return directory, name, directory.children.get(name)
 
     def _find(self, path: str) -> _Node | None:
         """The node at ``path`` following symlinks, or None for anything unresolvable."""
