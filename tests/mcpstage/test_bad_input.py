@@ -1,0 +1,117 @@
+"""What mcpstage does with what an operator sends: a clear message, nothing lost, nothing leaked.
+
+Each test runs on a tmpfs directory and through the mount, mostly through the command line (a
+traceback there is the failure these tests exist for). Grouped by what is bad: the operator's
+config (numbers, text, a torn read, fusion servers nobody records), the manifest, a stage that
+fails half-way, ``.cursor`` turning into a symlink, lock and lease times from a clock ahead of
+ours, junk where a lock belongs, and a linked worktree whose absolute ``gitdir:`` belongs to
+another checkout.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import mcpstage
+from mcpstage import _bootstrap
+
+from .support import Repo, cli, snapshot
+
+
+def _strict(data: bytes) -> object:
+    """JSON as any other reader takes it: UTF-8, no NaN/Infinity."""
+
+    def reject(name: str) -> object:
+        raise ValueError(f"{name} is not JSON")
+
+    return json.loads(data.decode("utf-8"), parse_constant=reject)
+
+
+def _stage(repo: Repo, *args: str, env: dict[str, str] | None = None) -> str:
+    result = cli(
+        "stage", "-C", str(repo.wt), "--owner-pid", str(os.getpid()), *args, "--", "node", env=env
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout.strip()
+
+
+def _marker(repo: Repo) -> object:
+    return _bootstrap.read_marker(mcpstage.resolve(repo.wt))
+
+
+# --- numbers and text in the operator's config ------------------------------------------------
+
+NUMBERS = b"""{
+  "limit": 1e400,
+  "tiny": -1E-400,
+  "big": 123456789012345678901234567890123,
+  "float": 1.0,
+  "zero": -0,
+  "exp": 2.50e+3,
+  "list": [0.1, 1e400, {"n": 12345678901234567890.5}],
+  "mcpServers": {"mine": {"command": "a", "timeout": 1e400}}
+}
+"""
+NUMBER_TEXTS = [
+    b"1e400",
+    b"-1E-400",
+    b"123456789012345678901234567890123",
+    b"1.0",
+    b"-0",
+    b"2.50e+3",
+    b"0.1",
+    b"12345678901234567890.5",
+]
+
+
+def test_numbers_keep_their_text_through_every_write(repo: Repo) -> None:
+    repo.wt.joinpath(".cursor").mkdir()
+    repo.config().write_bytes(NUMBERS)
+    before = snapshot(repo)
+    first = _stage(repo)
+    second = _stage(repo)  # the first stage's output did not quarantine
+    written = repo.config().read_bytes()
+    _strict(written)
+    assert b"Infinity" not in written
+    for text in NUMBER_TEXTS:
+        assert text in written
+    # An operator edit latches, so the final bytes are composed, not the baseline: still exact.
+    value = json.loads(written)
+    repo.config().write_bytes(written.replace(b'"command": "a"', b'"command": "b"'))
+    for key in (first, second):
+        disposed = cli("dispose", "-C", str(repo.wt), key)
+        assert disposed.returncode == 0, disposed.stderr
+    final = repo.config().read_bytes()
+    _strict(final)
+    for text in NUMBER_TEXTS:
+        assert text in final
+    assert set(json.loads(final)["mcpServers"]) == {"mine"}
+    assert value["mcpServers"]["mine"]["command"] == "a"
+    # Undisturbed, the baseline comes back byte for byte.
+    key = _stage(repo)
+    repo.config().write_bytes(NUMBERS)
+    cli("reconcile", "-C", str(repo.wt))
+    assert cli("dispose", "-C", str(repo.wt), key).returncode == 0
+    assert snapshot(repo) == before
+
+
+def test_a_lone_surrogate_escape_is_written_as_that_escape(repo: Repo) -> None:
+    repo.wt.joinpath(".cursor").mkdir()
+    repo.config().write_bytes(b'{"x": "\\ud800 and \\udfff", "mcpServers": {}}\n')
+    _stage(repo)
+    written = repo.config().read_bytes()
+    assert b'"x": "\\ud800 and \\udfff"' in written
+    _strict(written)
+
+
+def test_a_config_that_is_not_utf8_is_refused_with_a_message(repo: Repo) -> None:
+    repo.wt.joinpath(".cursor").mkdir()
+    repo.config().write_bytes(b'{"x": "\xed\xa0\x80", "mcpServers": {}}\n')  # an encoded surrogate
+    before = snapshot(repo)
+    result = cli("stage", "-C", str(repo.wt), "--", "node")
+    assert result.returncode == 4
+    assert result.stderr == (
+        f"mcpstage: quarantined: {repo.config()} does not parse as a JSON object; nothing staged\n"
+    )
+    assert snapshot(repo) == before
