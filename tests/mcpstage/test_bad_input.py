@@ -16,6 +16,7 @@ import os
 import mcpstage
 from mcpstage import _bootstrap
 
+from .conftest import Places
 from .support import Repo, cli, snapshot
 
 
@@ -115,3 +116,35 @@ def test_a_config_that_is_not_utf8_is_refused_with_a_message(repo: Repo) -> None
         f"mcpstage: quarantined: {repo.config()} does not parse as a JSON object; nothing staged\n"
     )
     assert snapshot(repo) == before
+
+
+# --- an absolute gitdir that belongs to another checkout ---------------------------------------
+
+
+def test_a_copy_whose_absolute_gitdir_is_the_originals_is_refused(
+    places: Places, place: str
+) -> None:
+    repo = places.fresh(place)
+    host = places.host_template(place)  # on the host; for the mount, what the mount reads
+    exclude = host / "repo" / ".git" / "info" / "exclude"
+    host_before = exclude.read_bytes() if exclude.exists() else None
+    git_dir = host / "repo" / ".git" / "worktrees" / "wt"
+    (repo.wt / ".git").write_text(f"gitdir: {git_dir}\n")
+    before = snapshot(repo)
+    result = cli("stage", "-C", str(repo.wt), "--", "node")
+    assert result.returncode == 3
+    assert result.stderr == (
+        f"mcpstage: refused: {repo.wt / '.git'} names {git_dir}, the git directory of "
+        f"{host / 'wt'}: this worktree is a copy or a mount of that one, and staging would "
+        "write outside it; make its gitdir: relative\n"
+    )
+    assert (exclude.read_bytes() if exclude.exists() else None) == host_before
+    assert snapshot(repo) == before
+    # An absolute gitdir that git records as this worktree's own is followed as before.
+    own = repo.main / ".git" / "worktrees" / "wt"
+    (repo.wt / ".git").write_text(f"gitdir: {own}\n")
+    (own / "gitdir").write_text(f"{repo.wt / '.git'}\n")
+    key = _stage(repo)
+    assert mcpstage.resolve(repo.wt).git_dir == str(own)
+    assert cli("dispose", "-C", str(repo.wt), key).returncode == 0
+    assert (exclude.read_bytes() if exclude.exists() else None) == host_before
