@@ -11,16 +11,18 @@ bytes, never a mix, on any filesystem with atomic rename (tmpfs, ext4, a ``mount
 Temporary entries are named ``<prefix><pid>.<random>.<hostname>`` (:func:`temp_name`) so a later
 pass can tell whose they were: :func:`sweep` removes those of a dead process on this host, and
 anyone's older than an age limit; a live writer's are left alone. A temporary entry is a file,
-or a directory holding only empty directories (a lock in the making, see ``_locks``).
+or a directory (a lock in the making or moved aside, see ``_locks``); it is removed with
+whatever it holds (every name it can have is the protocol's), never following a symlink.
 """
 
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 import secrets
+import shutil
 import socket
+import stat
 import time
 from collections.abc import Sequence
 
@@ -102,26 +104,17 @@ def remove_file(path: str) -> bool:
     return True
 
 
-def remove_lock_tree(path: str) -> bool:
-    """Remove a directory that holds only empty directories; whether it is gone."""
+def remove_tree(path: str) -> None:
+    """Remove ``path`` whatever it is (a symlink itself, never what it points to)."""
     try:
-        children = os.listdir(path)
+        mode = os.lstat(path).st_mode
     except FileNotFoundError:
-        return True
-    except NotADirectoryError:
-        return False
-    for child in children:
+        return
+    if stat.S_ISDIR(mode):
+        shutil.rmtree(path, ignore_errors=True)
+    else:
         with contextlib.suppress(FileNotFoundError):
-            os.rmdir(os.path.join(path, child))
-    try:
-        os.rmdir(path)
-    except FileNotFoundError:
-        return True
-    except OSError as error:
-        if error.errno in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOTDIR):
-            return False
-        raise
-    return True
+            os.unlink(path)
 
 
 def _writer(suffix: str) -> _owner.Process | None:
@@ -157,12 +150,7 @@ def sweep(directory: str, prefixes: Sequence[str], *, max_age: float) -> list[st
         if prefix is None or not is_debris(directory, name, prefix, max_age=max_age):
             continue
         path = os.path.join(directory, name)
-        if os.path.isdir(path) and not os.path.islink(path):
-            gone = remove_lock_tree(path)
-        else:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(path)
-            gone = True
-        if gone:
+        remove_tree(path)
+        if not os.path.lexists(path):
             removed.append(name)
     return removed

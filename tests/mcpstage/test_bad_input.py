@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import json
 import os
+import time
 
 import mcpstage
-from mcpstage import _bootstrap
+from mcpstage import _bootstrap, _locks, _owner
 
 from .conftest import Places
 from .support import Repo, cli, snapshot
@@ -116,6 +117,70 @@ def test_a_config_that_is_not_utf8_is_refused_with_a_message(repo: Repo) -> None
         f"mcpstage: quarantined: {repo.config()} does not parse as a JSON object; nothing staged\n"
     )
     assert snapshot(repo) == before
+
+
+# --- times from a clock ahead of ours ------------------------------------------------------------
+
+
+def test_a_lock_acquired_in_the_future_expires_by_its_directory_time(repo: Repo) -> None:
+    shape = mcpstage.resolve(repo.wt)
+    os.makedirs(shape.cursor_dir)
+    spec = _bootstrap.main_lock(shape)
+    owner = _locks.LockOwner(
+        _owner.Process(pid=1, hostname="elsewhere"), time.time() + 3600, 30.0, "ahead"
+    )
+    os.makedirs(os.path.join(spec.path, owner.encode()))
+    long_ago = time.time() - 60
+    os.utime(spec.path, (long_ago, long_ago))
+    text = cli("status", "-C", str(repo.wt)).stdout
+    assert "main lock: stale by pid 1 on elsewhere" in text
+    assert "(critical-section TTL expired)" in text
+    key = _stage(repo, "--wait", "2")
+    assert cli("dispose", "-C", str(repo.wt), key).returncode == 0
+
+
+# --- junk where a lock belongs -----------------------------------------------------------------
+
+
+def test_a_stale_lock_directory_holding_junk_is_reclaimed_with_it(repo: Repo) -> None:
+    repo.wt.joinpath(".cursor").mkdir()
+    before = snapshot(repo)
+    lock = repo.wt / ".cursor" / ".fusion-mcp.lock"
+    (lock / "deeper").mkdir(parents=True)
+    (lock / "junk").write_text("x")
+    (lock / "deeper" / "more").write_text("y")
+    target = repo.root / "target"
+    target.mkdir()
+    (target / "keep").write_text("kept")
+    os.symlink(target, lock / "link")
+    long_ago = time.time() - 60
+    os.utime(lock, (long_ago, long_ago))
+    key = _stage(repo)
+    assert sorted(os.listdir(repo.wt / ".cursor")) == [".fusion-mcp-state.json", "mcp.json"]
+    assert cli("dispose", "-C", str(repo.wt), key).returncode == 0
+    assert snapshot(repo) == before
+    assert (target / "keep").read_text() == "kept"  # the symlink was removed, not followed
+
+
+def test_a_file_at_the_lock_path_is_held_for_status_and_operations_alike(repo: Repo) -> None:
+    lock = repo.wt / ".cursor" / ".fusion-mcp.lock"
+    lock.parent.mkdir()
+    lock.write_text("not a lock\n")
+    text = cli("status", "-C", str(repo.wt)).stdout
+    assert "main lock: held for " in text and "(not a lock directory)" in text
+    busy = cli("stage", "-C", str(repo.wt), "--wait", "0.3", "--", "node")
+    assert busy.returncode == 5
+    assert busy.stderr == (
+        f"mcpstage: busy: {lock} is held by something that is not a lock directory "
+        "(retried 0.3 s)\n"
+    )
+    long_ago = time.time() - 60
+    os.utime(lock, (long_ago, long_ago))
+    text = cli("status", "-C", str(repo.wt)).stdout
+    assert "(not a lock directory, older than its TTL)" in text and "main lock: stale" in text
+    key = _stage(repo)
+    assert not lock.exists() or lock.is_dir() is False
+    assert cli("dispose", "-C", str(repo.wt), key).returncode == 0
 
 
 # --- an absolute gitdir that belongs to another checkout ---------------------------------------

@@ -287,3 +287,5 @@ def test_lock_owner_names_round_trip() -> None:
     owner = _locks.LockOwner(_owner.Process(12, "host.example-1", "boot", 99), 1.25, 30, "tok")
     assert _locks.LockOwner.decode(owner.encode()) == owner
     assert _locks.LockOwner.decode("junk") is None
+    for bad in ("nan", "inf", "-1"):
+        assert _locks.LockOwner.decode(owner.encode().replace("ttl=30", f"ttl={bad}")) is None
