@@ -16,6 +16,7 @@ import time
 
 import mcpstage
 from mcpstage import _bootstrap, _locks, _owner
+from mcpstage._manifest import ServerEntry
 
 from .conftest import Places
 from .support import Repo, cli, snapshot
@@ -119,6 +120,65 @@ def test_a_config_that_is_not_utf8_is_refused_with_a_message(repo: Repo) -> None
     assert snapshot(repo) == before
 
 
+# --- the manifest -------------------------------------------------------------------------------
+
+KEY = "fusion-custom-tools-11111111-2222-4333-8444-555555555555"
+
+
+def _junk_manifests(good: dict[str, object]) -> dict[str, tuple[bytes, str]]:
+    def edited(path: tuple[str, ...], value: object) -> bytes:
+        document = json.loads(json.dumps(good))
+        target = document
+        for name in path[:-1]:
+            target = target[name]
+        target[path[-1]] = value
+        return json.dumps(document).encode()
+
+    lease = next(iter(good["leases"]))  # type: ignore[call-overload]
+    renamed = json.loads(json.dumps(good))
+    renamed["leases"]["mine"] = renamed["leases"].pop(lease)
+    return {
+        "list": (b"[]", "the manifest must be a JSON object"),
+        "nested": (b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),
+        "operator key": (
+            json.dumps(renamed).encode(),
+            "not a fusion-custom-tools-<uuid> lease key: 'mine'",
+        ),
+        "bool seq": (edited(("confirmed", "seq"), True), "confirmed: 'seq' must not be True"),
+        "future nan": (
+            edited(("leases", lease, "heartbeat_at"), "nan"),
+            f"lease {lease}: 'heartbeat_at' has the wrong type",
+        ),
+        "no entry": (
+            edited(("leases", lease, "entry"), None),
+            f"lease {lease}: 'entry' has the wrong type",
+        ),
+        "pending kind": (
+            edited(("pending",), {"kind": "x", "raw": None, "seq": 1, "leases": {}}),
+            "pending: unknown kind 'x'",
+        ),
+    }
+
+
+def test_a_junk_manifest_is_a_message_and_nothing_is_written(repo: Repo) -> None:
+    repo.wt.joinpath(".cursor").mkdir()
+    repo.config().write_bytes(b'{"mcpServers": {"mine": {"command": "a"}}}\n')
+    key = _stage(repo)
+    good = json.loads(repo.state().read_bytes())
+    config = repo.config().read_bytes()
+    for name, (data, problem) in _junk_manifests(good).items():
+        repo.state().write_bytes(data)
+        for args in (("stage", "--", "node"), ("dispose", key), ("reconcile",), ("status",)):
+            result = cli(args[0], "-C", str(repo.wt), *args[1:])
+            assert (name, result.returncode) == (name, 1)
+            assert result.stderr == (
+                f"mcpstage: corrupt lease manifest {repo.state()} ({problem}); "
+                "repair or remove it\n"
+            ), name
+        assert repo.config().read_bytes() == config
+        assert repo.state().read_bytes() == data
+
+
 # --- times from a clock ahead of ours ------------------------------------------------------------
 
 
@@ -137,6 +197,20 @@ def test_a_lock_acquired_in_the_future_expires_by_its_directory_time(repo: Repo)
     assert "(critical-section TTL expired)" in text
     key = _stage(repo, "--wait", "2")
     assert cli("dispose", "-C", str(repo.wt), key).returncode == 0
+
+
+def test_a_lease_heartbeat_in_the_future_expires_by_the_manifest_time(repo: Repo) -> None:
+    elsewhere = _owner.Process(pid=1, hostname="elsewhere")
+    lease = mcpstage.stage(repo.wt, ServerEntry("node"), owner=elsewhere, lease_ttl=5).lease
+    assert lease is not None
+    document = json.loads(repo.state().read_bytes())
+    document["leases"][lease.key]["heartbeat_at"] = time.time() + 3600
+    repo.state().write_text(json.dumps(document))
+    long_ago = time.time() - 60
+    os.utime(repo.state(), (long_ago, long_ago))
+    assert mcpstage.status(repo.wt).leases[0].dead
+    reconciled = cli("reconcile", "-C", str(repo.wt))
+    assert reconciled.stdout == f"reaped: {lease.key}\ncleaned up\n"
 
 
 # --- junk where a lock belongs -----------------------------------------------------------------

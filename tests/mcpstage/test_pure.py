@@ -276,6 +276,26 @@ def test_the_manifest_round_trips_bytes_exactly() -> None:
     assert _manifest.decode(_manifest.encode(state)) == state
 
 
+@pytest.mark.parametrize(
+    "document",
+    [
+        [],
+        "text",
+        {"version": 1},
+        {"version": True},
+    ],
+)
+def test_a_manifest_that_is_not_one_is_a_value_error(document: object) -> None:
+    with pytest.raises(ValueError):
+        _manifest.decode(json.dumps(document).encode())
+
+
+def test_lease_times_from_a_clock_ahead_are_cut_back_to_the_write() -> None:
+    ahead = Lease(lease(1).key, ServerEntry("n"), OWNER, 5000.0, 9000.0, 120.0)
+    state = _manifest.clamp(State(None, None, leases=(ahead, lease(2))), 1000.0, now=1100.0)
+    assert [(x.created_at, x.heartbeat_at) for x in state.leases] == [(1000.0, 1000.0), (1.0, 2.0)]
+
+
 def test_keys_are_checked() -> None:
     assert _manifest.check_key(lease(1).key) == lease(1).key
     for bad in ("fusion-custom-tools-x", "other-0000", lease(1).key + "/.."):
