@@ -12,14 +12,18 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
+from pathlib import Path
+
+import pytest
 
 import mcpstage
 from mcpstage import _bootstrap, _locks, _owner
 from mcpstage._manifest import ServerEntry
 
 from .conftest import Places
-from .support import Repo, cli, snapshot
+from .support import Repo, cli, git, porcelain, snapshot
 
 
 def _strict(data: bytes) -> object:
@@ -120,6 +124,115 @@ def test_a_config_that_is_not_utf8_is_refused_with_a_message(repo: Repo) -> None
     assert snapshot(repo) == before
 
 
+def test_an_argument_json_cannot_hold_is_a_usage_error(repo: Repo) -> None:
+    before = snapshot(repo)
+    result = cli("stage", "-C", str(repo.wt), "--", "node", "\udcff")  # the byte 0xff
+    assert result.returncode == 2
+    assert result.stderr == (
+        "mcpstage: usage: not valid UTF-8 text (JSON cannot hold it): '\\udcff'\n"
+    )
+    assert snapshot(repo) == before
+    with pytest.raises(mcpstage.UsageError, match=r"^usage: the server command must be"):
+        mcpstage.stage(repo.wt, ServerEntry(""))
+    assert snapshot(repo) == before
+
+
+# --- a torn read --------------------------------------------------------------------------------
+
+COMPLETE = """
+import sys
+from pathlib import Path
+Path(sys.argv[1]).open("r+b").write(Path(sys.argv[2]).read_bytes())
+"""
+
+
+def test_a_torn_read_of_an_in_place_save_is_read_again(repo: Repo, tmp_path: Path) -> None:
+    first = _stage(repo)
+    value = json.loads(repo.config().read_bytes())
+    value["mcpServers"]["mine"] = {"command": "operator"}
+    whole = json.dumps(value, indent=4).encode()
+    (tmp_path / "whole").write_bytes(whole)
+    (tmp_path / "complete.py").write_text(COMPLETE)
+    # The editor truncated the file and wrote half of it; it writes the rest while mcpstage
+    # waits to read it again.
+    with open(repo.config(), "wb") as file:
+        file.write(whole[: len(whole) // 2])
+    command = f"{sys.executable} {tmp_path / 'complete.py'} {repo.config()} {tmp_path / 'whole'}"
+    second = _stage(repo, env={"MCPSTAGE_RUN_AT": "config.reread", "MCPSTAGE_RUN": command})
+    state = mcpstage.status(repo.wt).state
+    assert state is not None and state.quarantine is None and state.operator_edit
+    servers = json.loads(repo.config().read_bytes())["mcpServers"]
+    assert set(servers) == {"mine", first, second}
+
+
+def test_a_config_that_stays_broken_still_quarantines(repo: Repo) -> None:
+    key = _stage(repo)
+    repo.config().write_bytes(b'{"mcpServers": {"' + key.encode() + b'": ')
+    result = cli("stage", "-C", str(repo.wt), "--", "node")
+    assert result.returncode == 4
+    assert result.stderr == (
+        f"mcpstage: quarantined: {repo.config()} does not parse; staging refused until it is "
+        "deleted or valid JSON without fusion-custom-tools-* servers\n"
+    )
+
+
+# --- fusion servers no manifest records ---------------------------------------------------------
+
+ORPHANED = (
+    "the operator's .cursor/mcp.json holds fusion-custom-tools-* servers that no lease manifest "
+    "records"
+)
+
+
+def test_removing_the_manifest_keeps_the_exclusion_while_fusion_servers_remain(repo: Repo) -> None:
+    repo.wt.joinpath(".cursor").mkdir()
+    repo.config().write_bytes(b'{"mcpServers": {"mine": {"command": "a"}}}\n')
+    keys = [_stage(repo), _stage(repo)]
+    repo.state().write_text("{")
+    corrupt = cli("reconcile", "-C", str(repo.wt))
+    assert corrupt.returncode == 1
+    assert corrupt.stderr.endswith("; repair or remove it\n")
+    repo.state().unlink()  # the advice, followed
+    reconciled = cli("reconcile", "-C", str(repo.wt))
+    assert (reconciled.returncode, reconciled.stdout) == (4, "recovered: quarantined\n")
+    assert reconciled.stderr == f"mcpstage: quarantined: {ORPHANED}\n"
+    assert _marker(repo) is not None
+    assert porcelain(repo.wt) == ""  # git still cannot capture the session entries
+    git(repo.wt, "add", "-A")
+    assert git(repo.wt, "diff", "--cached", "--name-only").stdout == ""
+    assert cli("status", "-C", str(repo.wt)).returncode == 4
+    staged = cli("stage", "-C", str(repo.wt), "--", "node")
+    assert staged.returncode == 4 and staged.stderr.startswith(f"mcpstage: quarantined: {ORPHANED}")
+    # The operator removes the entries: the record and the exclusion go, their config stays.
+    value = json.loads(repo.config().read_bytes())
+    for key in keys:
+        del value["mcpServers"][key]
+    repo.config().write_text(json.dumps(value))
+    reconciled = cli("reconcile", "-C", str(repo.wt))
+    assert reconciled.returncode == 0, reconciled.stderr
+    assert reconciled.stdout.endswith("cleaned up\n")
+    assert _marker(repo) is None and not repo.state().exists()
+    assert json.loads(repo.config().read_bytes()) == {"mcpServers": {"mine": {"command": "a"}}}
+
+
+def test_staging_into_unrecorded_fusion_servers_is_refused_and_they_stay_excluded(
+    repo: Repo,
+) -> None:
+    # An editor saved a stale buffer (with a session's server) after the session cleaned up.
+    repo.wt.joinpath(".cursor").mkdir()
+    stale = {"mcpServers": {"fusion-custom-tools-11111111-2222-4333-8444-555555555555": {}}}
+    repo.config().write_text(json.dumps(stale))
+    result = cli("stage", "-C", str(repo.wt), "--", "node")
+    assert result.returncode == 4
+    assert result.stderr == f"mcpstage: quarantined: {ORPHANED}; nothing staged\n"
+    assert _marker(repo) is not None and porcelain(repo.wt) == ""
+    repo.config().unlink()
+    key = _stage(repo)  # deleting the config clears it; a session proceeds
+    assert cli("dispose", "-C", str(repo.wt), key).returncode == 0
+    assert _marker(repo) is None
+    assert os.listdir(repo.wt / ".cursor") == []  # the config stays deleted
+
+
 # --- the manifest -------------------------------------------------------------------------------
 
 KEY = "fusion-custom-tools-11111111-2222-4333-8444-555555555555"
@@ -177,6 +290,54 @@ def test_a_junk_manifest_is_a_message_and_nothing_is_written(repo: Repo) -> None
             ), name
         assert repo.config().read_bytes() == config
         assert repo.state().read_bytes() == data
+
+
+# --- a stage that fails half-way ----------------------------------------------------------------
+
+SYMLINK = "import os, sys; os.remove(sys.argv[1]); os.symlink('elsewhere.json', sys.argv[1])"
+
+
+def test_a_stage_that_fails_leaves_no_exclusion_and_no_record(repo: Repo) -> None:
+    repo.wt.joinpath(".cursor").mkdir()
+    repo.config().write_bytes(b'{"mcpServers": {}}\n')
+    # While the first stage writes, the operator turns the config into a symlink.
+    command = f'{sys.executable} -c "{SYMLINK}" {repo.config()}'
+    result = cli(
+        "stage",
+        "-C",
+        str(repo.wt),
+        "--",
+        "node",
+        env={"MCPSTAGE_RUN_AT": "stage.config-temp-written", "MCPSTAGE_RUN": command},
+    )
+    assert result.returncode == 3
+    assert result.stderr == f"mcpstage: refused: {repo.config()} is not a regular file\n"
+    assert _marker(repo) is None
+    assert os.listdir(repo.wt / ".cursor") == ["mcp.json"]
+    assert os.readlink(repo.config()) == "elsewhere.json"  # the operator's, untouched
+
+
+# --- .cursor turned into a symlink --------------------------------------------------------------
+
+
+def test_no_operation_follows_a_cursor_dir_that_became_a_symlink(repo: Repo) -> None:
+    key = _stage(repo)
+    outside = repo.root / "outside"
+    outside.mkdir()
+    os.rename(repo.wt / ".cursor", outside / "cursor")
+    os.symlink(outside / "cursor", repo.wt / ".cursor")
+    before = {p.name: p.read_bytes() for p in (outside / "cursor").iterdir() if p.is_file()}
+    refusal = f"mcpstage: refused: {repo.wt / '.cursor'} is not a plain directory\n"
+    for args in (("dispose", key), ("heartbeat", key), ("reconcile",), ("stage", "--", "x")):
+        result = cli(args[0], "-C", str(repo.wt), *args[1:])
+        assert (args[0], result.returncode, result.stderr) == (args[0], 3, refusal)
+    after = {p.name: p.read_bytes() for p in (outside / "cursor").iterdir() if p.is_file()}
+    assert after == before and sorted(after) == [".fusion-mcp-state.json", "mcp.json"]
+    # Put back, the session disposes as usual.
+    os.unlink(repo.wt / ".cursor")
+    os.rename(outside / "cursor", repo.wt / ".cursor")
+    assert cli("dispose", "-C", str(repo.wt), key).returncode == 0
+    assert not repo.wt.joinpath(".cursor").exists()
 
 
 # --- times from a clock ahead of ours ------------------------------------------------------------
