@@ -5,9 +5,9 @@ exact step through ``MCPSTAGE_RUN``): read the config, set the operator's server
 ``{"command": "edited", "args": [VALUE]}`` and ``"edited": VALUE``, write it back. Saving the
 same value twice writes the same bytes, so a step reached again does not edit again.
 
-``python -m tests.mcpstage.editor race CONFIG CONTROL LOG INTERVAL``: while the file CONTROL
-does not say ``stop``, every INTERVAL seconds save ``"edit": N`` (N = 1, 2, ...) the same way,
-alternating the styles. Before each save it checks that its previous save is still in the file
+``python -m tests.mcpstage.editor race CONFIG CONTROL LOG INTERVAL STYLES``: while the file
+CONTROL does not say ``stop``, every INTERVAL seconds save ``"edit": N`` (N = 1, 2, ...) the same
+way, taking the STYLES (comma-separated) in turn. Before each save it checks that its previous save is still in the file
 (waiting up to ``SETTLE`` seconds for a peer's in-flight write to finish); an edit that never
 shows again was lost. LOG gets one line per save (``saved N STYLE``) and per loss (``lost N``).
 
@@ -75,7 +75,7 @@ def _shows(config: Path, edit: int) -> bool:
     return False
 
 
-def race(config: Path, control: Path, log_path: Path, interval: float) -> None:
+def race(config: Path, control: Path, log_path: Path, interval: float, styles: list[str]) -> None:
     edit = 0
     with open(log_path, "a", encoding="ascii") as log:
         while control.read_text().strip() != "stop":
@@ -85,7 +85,7 @@ def race(config: Path, control: Path, log_path: Path, interval: float) -> None:
             value = _load_or_wait(config)
             edit += 1
             value["edit"] = edit
-            style = ("rename", "inplace")[edit % 2]
+            style = styles[edit % len(styles)]
             _write(config, value, style)
             log.write(f"saved {edit} {style}\n")
             log.flush()
@@ -98,7 +98,7 @@ def main(argv: list[str]) -> int:
         save(Path(argv[1]), argv[2], argv[3])
     else:
         assert argv[0] == "race"
-        race(Path(argv[1]), Path(argv[2]), Path(argv[3]), float(argv[4]))
+        race(Path(argv[1]), Path(argv[2]), Path(argv[3]), float(argv[4]), argv[5].split(","))
     return 0
 
 
