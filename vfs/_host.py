@@ -23,9 +23,10 @@ cleanly); ``search`` is empty.
 ``host_fs`` implements the eight verbs and :class:`vfs.Watchable`: it reports the changes made
 through it, and when the store offers ``watch(scope, callback)`` (an optional extra of
 :class:`HostFilesApi`; :class:`vfs.S3HostFiles` has it) also the changes the store noticed other
-writers made. A failed write keeps the store's errno (``ESTALE`` for a lost race there). The POSIX extension is left to
-:func:`vfs.posix_view`, whose buffered handles write back through ``write`` and so get the same
-compare-and-swap.
+writers made. A failed write keeps the store's errno (``ESTALE`` for a lost race there). The
+POSIX extension is left to :func:`vfs.posix_view`, whose buffered handles load the exact bytes
+(``read_bytes``: ``read`` decodes text, replacing bytes that are not UTF-8) and write back through
+``write``, so they get the same compare-and-swap.
 
 :class:`InMemoryHostFiles` is an in-process :class:`HostFilesApi` for tests and harness authors.
 Calling its methods directly plays "another writer".
@@ -204,13 +205,19 @@ class HostFileSystem:
 
     async def read(self, path: str) -> str | bytes:
         path = normalize_path(path)
+        return decode_contents(path, await self.read_bytes(path))
+
+    async def read_bytes(self, path: str) -> bytes:
+        """The file's exact bytes (``read`` decodes text, replacing what is not UTF-8); the
+        etag is cached as ``read`` caches it."""
+        path = normalize_path(path)
         try:
             found = await self._files.read(self._scope, path)
         except builtins.FileNotFoundError:
             self._etags.pop(path, None)  # it is gone: nothing left to compare against
             raise FileNotFoundError(path) from None
         self._etags[path] = found.etag
-        return decode_contents(path, found.content)
+        return found.content
 
     async def grep(self, query: GrepQuery) -> AsyncIterator[GrepResult]:
         root = normalize_path(query.path)

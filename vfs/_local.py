@@ -35,6 +35,7 @@ from collections.abc import AsyncIterator
 import anyio.lowlevel
 
 from ._content import decode_contents, encode_contents
+from ._dir import DiskFile
 from ._errors import DirectoryNotEmptyError, FileNotFoundError, InvalidPathError
 from ._hostdisk import (
     O_CLOEXEC,
@@ -55,7 +56,17 @@ from ._hostdisk import (
 )
 from ._match import compile_glob, compile_grep
 from ._paths import NAME_MAX, join_path
-from ._types import MISSING, DirEntry, FileInfo, GrepQuery, GrepResult, SearchQuery, SearchResult
+from ._types import (
+    MISSING,
+    DirEntry,
+    FileInfo,
+    GrepQuery,
+    GrepResult,
+    OpenFile,
+    SearchQuery,
+    SearchResult,
+)
+from ._watch import Observers
 
 _MISSING = frozenset({errno.ENOENT, errno.ENOTDIR, errno.ELOOP})
 
@@ -154,6 +165,18 @@ class LocalFileSystem:
         finally:
             os.close(fd)
         return decode_contents(host, data)
+
+    async def open_for_reading(self, path: str) -> OpenFile:
+        """A read-only handle on the host file (what ``vfs._reading`` streams from); errors as
+        ``read`` raises them."""
+        host = self.resolve(path)
+        try:
+            fd = os.open(host, os.O_RDONLY | os.O_NONBLOCK | O_CLOEXEC)
+        except OSError as error:
+            if error.errno == errno.ENOTDIR:
+                raise FileNotFoundError(host) from None
+            raise os_error(error, host) from None
+        return DiskFile(fd, host, Observers(), read_only=True)
 
     async def grep(self, query: GrepQuery) -> AsyncIterator[GrepResult]:
         root = self.resolve(query.path)

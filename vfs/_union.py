@@ -279,6 +279,15 @@ class UnionFileSystem:
         """The mount table, prefix -> tree, in priority order."""
         return {mount.prefix: mount.fs for mount in self._mounts}
 
+    def mount_for(self, path: str) -> tuple[FileSystem, str] | None:
+        """The tree mounted where ``path`` lies and the path inside it; ``None`` where no mount
+        covers it, or for a directory only the mount table makes (a mount point or above one)."""
+        path = normalize_path(path)
+        mount = self._resolve(path)
+        if mount is None or path in self._synthesized:
+            return None
+        return mount.fs, strip_prefix(path, mount.prefix)
+
     def _resolve(self, path: str) -> _Mount | None:
         """The mount covering a normalized path: the longest prefix, by whole segment.
 

@@ -21,9 +21,12 @@ Every path argument is resolved once at the tool boundary, the way the bound tre
 tree's own ``resolve`` for the host-default ``local_file_system`` (relative to its cwd). So the
 paths in messages (``Wrote contents to /a.txt``, ``not found: /a.txt``) are the tree's paths.
 
-StrReplace checks its arguments before it reads (an empty ``oldText`` fails without I/O); a
+StrReplace checks its arguments before it reads (an empty ``oldText`` fails without I/O), edits
+the file's exact bytes (``vfs.tools._edit``), and refuses a file over ``EDIT_MAX_BYTES``; a
 failure to write the edit back is reported as ``WriteFailedError`` (``write failed: {path}``,
-the tree's own error chained as ``__cause__``), as the contract says.
+the tree's own error chained as ``__cause__``), as the contract says. Write, StrReplace and
+Delete of one file are serialized (``vfs.tools._edit.EDIT_LOCKS``), so parallel calls never
+lose an edit.
 """
 
 from __future__ import annotations
@@ -32,13 +35,14 @@ from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
 from typing import cast
 
-from .._content import is_image_path
-from .._errors import FileNotFoundError, NotADirectoryError, WriteFailedError
+from .._content import contents_for, is_image_path
+from .._errors import EditError, FileNotFoundError, NotADirectoryError, WriteFailedError
 from .._local import LocalFileSystem
 from .._paths import ROOT, base_name, normalize_path
+from .._reading import TooLargeError, read_at_most
 from .._types import FileSystem, GrepQuery, SearchQuery, SearchResult
 from ._args import ArgumentError, Param
-from ._edit import check_edit, splice
+from ._edit import EDIT_LOCKS, EDIT_MAX_BYTES, TOO_LARGE, check_edit, splice
 from ._grep import OUTPUT_MODES, OutputMode, grep_tool
 from ._names import (
     DELETE,
@@ -247,7 +251,8 @@ GLOB_SPEC = ToolSpec(
 
 async def _write(fs: FileSystem, resolve: Callable[[str], str], args: dict[str, object]) -> Content:
     path = resolve(_str(args, "path"))
-    await fs.write(path, _str(args, "fileText"))
+    async with EDIT_LOCKS.hold(fs, path):
+        await fs.write(path, _str(args, "fileText"))
     return f"Wrote contents to {path}"
 
 
@@ -277,16 +282,18 @@ async def _str_replace(
     path = resolve(_str(args, "path"))
     old, new = _str(args, "oldText"), _str(args, "newText")
     check_edit(path, old, new)
-    contents = await fs.read(path)
-    if isinstance(contents, bytes):
-        if is_image_path(path):
-            raise ArgumentError(f"StrReplace: {path} is an image, not text")
-        contents = contents.decode("utf-8", "replace")
-    text, occurrences = splice(path, contents, old, new, bool(args.get("replaceAll", False)))
-    try:
-        await fs.write(path, text)
-    except OSError as error:
-        raise WriteFailedError(path) from error
+    if is_image_path(path):
+        raise ArgumentError(f"StrReplace: {path} is an image, not text")
+    async with EDIT_LOCKS.hold(fs, path):
+        try:
+            data = await read_at_most(fs, path, EDIT_MAX_BYTES)
+        except TooLargeError:
+            raise EditError(path, TOO_LARGE) from None
+        edited, occurrences = splice(path, data, old, new, bool(args.get("replaceAll", False)))
+        try:
+            await fs.write(path, contents_for(path, edited))
+        except OSError as error:
+            raise WriteFailedError(path) from error
     return {"occurrencesModified": occurrences}
 
 
@@ -324,7 +331,8 @@ async def _delete(
     fs: FileSystem, resolve: Callable[[str], str], args: dict[str, object]
 ) -> Content:
     path = resolve(_str(args, "path"))
-    await fs.delete(path)
+    async with EDIT_LOCKS.hold(fs, path):
+        await fs.delete(path)
     return f"Deleted {path}"
 
 
