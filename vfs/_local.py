@@ -8,7 +8,8 @@ file tools see it. It is not confined (it *is* the host disk) and it speaks host
 * A relative path resolves against ``cwd``; an absolute path is used as-is; ``""`` and ``"."``
   (and every omitted optional scope) mean ``cwd``. ``..`` is resolved lexically
   (``os.path.normpath``), as the native tools do, not by the kernel. A NUL byte or a segment
-  longer than 255 bytes is refused with ``InvalidPathError``, as every tree refuses them.
+  longer than 255 bytes (or a lone surrogate that names no byte) is refused with
+  ``InvalidPathError``, as every tree refuses them.
 * Yielded paths are host paths (``/home/me/repo/src/a.py``), never rewritten to ``/``.
 * ``list``/``glob``/``grep`` do not descend directory symlinks (``memory/`` included: it is
   listed as ``symlink``), exactly like native LS/Glob/Grep; an exact-path ``read``/``stat``, and
@@ -55,7 +56,7 @@ from ._hostdisk import (
     write_file_at,
 )
 from ._match import compile_glob, compile_grep
-from ._paths import NAME_MAX, join_path
+from ._paths import join_path, segment_size
 from ._types import (
     MISSING,
     DirEntry,
@@ -102,8 +103,7 @@ class LocalFileSystem:
         if host.startswith("//"):
             host = "/" + host.lstrip("/")  # POSIX lets "//" mean something else; Linux does not
         for segment in host.split("/"):
-            if len(segment.encode("utf-8", "surrogateescape")) > NAME_MAX:
-                raise InvalidPathError(host, f"path segment longer than {NAME_MAX} bytes")
+            segment_size(segment, host)
         return host
 
     async def list(self, prefix: str = "") -> AsyncIterator[DirEntry]:

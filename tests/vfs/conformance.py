@@ -450,6 +450,18 @@ async def paths_nul_byte_refused(h: Harness) -> None:
     await _refused(h, NUL_PATH, "NUL byte")
 
 
+async def paths_lone_surrogate_refused(h: Harness) -> None:
+    """A lone surrogate that names no byte (JSON's ``"\\ud800"``) is refused by every verb,
+    with the surrogate escaped in the message; a surrogate-escaped byte (``os.fsdecode`` of a
+    name that is not UTF-8) is an ordinary name."""
+    await _refused(h, "/a\ud800b.txt", "lone surrogate (U+D800)")
+    await _refused(h, "/src/\udfff/x", "lone surrogate (U+DFFF)")
+    s = await h.seeded()
+    error = await raises(vfs.InvalidPathError, s.fs.stat, s.p("/a\ud800"))
+    assert str(error).encode("utf-8")  # printable: no surrogate left in the message
+    assert (await s.fs.stat(s.p("/caf\udce9.txt"))).kind == "missing"
+
+
 async def paths_long_segment_refused(h: Harness) -> None:
     """A segment over 255 bytes (UTF-8) is refused; exactly 255 bytes is a legal name."""
     await _refused(h, LONG_PATH, "longer than 255 bytes")
@@ -1029,6 +1041,7 @@ RULES: tuple[Rule, ...] = (
     _rule(paths_dotdot_resolves_host, "host"),
     _rule(paths_segment_prefix, "seed"),
     _rule(paths_nul_byte_refused),
+    _rule(paths_lone_surrogate_refused),
     _rule(paths_long_segment_refused),
     _rule(list_sorted_unique),
     _rule(list_direct_children_only, "seed"),

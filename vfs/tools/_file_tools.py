@@ -96,7 +96,14 @@ READ_SPEC = ToolSpec(
     "negative counts from the end) and limit (most lines) for long files. Images (jpeg, png, "
     "gif, webp) come back as an image.",
     (
-        Param("path", "string", "The file to read.", required=True, aliases=FILE_ALIASES),
+        Param(
+            "path",
+            "string",
+            "The file to read.",
+            required=True,
+            aliases=FILE_ALIASES,
+            names_a_path=True,
+        ),
         Param("offset", "integer", "The first line to show (1-based; negative: from the end)."),
         Param("limit", "integer", "The most lines to show.", minimum=1),
     ),
@@ -131,6 +138,7 @@ LS_SPEC = ToolSpec(
             "string",
             "The directory to list (default: the root).",
             aliases=(*DIR_ALIASES, "dir"),
+            names_a_path=True,
         ),
     ),
     _ls,
@@ -176,6 +184,7 @@ GREP_SPEC = ToolSpec(
             "string",
             "File or directory to search (default: the root).",
             aliases=DIR_ALIASES,
+            names_a_path=True,
         ),
         Param(
             "glob",
@@ -240,6 +249,7 @@ GLOB_SPEC = ToolSpec(
             "string",
             "The directory to match under (default: the root).",
             aliases=DIR_ALIASES,
+            names_a_path=True,
         ),
     ),
     _glob,
@@ -260,7 +270,14 @@ WRITE_SPEC = ToolSpec(
     WRITE,
     "Create or overwrite a file with the given text. Parent directories are created.",
     (
-        Param("path", "string", "The file to write.", required=True, aliases=FILE_ALIASES),
+        Param(
+            "path",
+            "string",
+            "The file to write.",
+            required=True,
+            aliases=FILE_ALIASES,
+            names_a_path=True,
+        ),
         Param(
             "fileText",
             "string",
@@ -303,7 +320,14 @@ STR_REPLACE_SPEC = ToolSpec(
     "include enough surrounding lines to make it unique. The text is matched literally "
     "(no regular expressions) and must not include Read's line-number prefixes.",
     (
-        Param("path", "string", "The file to edit.", required=True, aliases=FILE_ALIASES),
+        Param(
+            "path",
+            "string",
+            "The file to edit.",
+            required=True,
+            aliases=FILE_ALIASES,
+            names_a_path=True,
+        ),
         Param(
             "oldText",
             "string",
@@ -339,7 +363,16 @@ async def _delete(
 DELETE_SPEC = ToolSpec(
     DELETE,
     "Delete a file.",
-    (Param("path", "string", "The file to delete.", required=True, aliases=FILE_ALIASES),),
+    (
+        Param(
+            "path",
+            "string",
+            "The file to delete.",
+            required=True,
+            aliases=FILE_ALIASES,
+            names_a_path=True,
+        ),
+    ),
     _delete,
 )
 
@@ -371,12 +404,18 @@ SEMANTIC_SEARCH_SPEC = ToolSpec(
     "score, then a snippet. Trees without an index find nothing.",
     (
         Param("query", "string", "What to look for, in plain words.", required=True),
-        Param("target_directories", "array", "Directories to search in (default: the root)."),
+        Param(
+            "target_directories",
+            "array",
+            "Directories to search in (default: the root).",
+            names_a_path=True,
+        ),
         Param(
             "path",
             "string",
             "One directory to search in (instead of target_directories).",
             aliases=DIR_ALIASES,
+            names_a_path=True,
         ),
         Param(
             "numResults",
