@@ -44,7 +44,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Se
 from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
-from ._content import decode_contents, encode_contents
+from ._content import decode_contents, encode_contents, is_image_path
 from ._errors import (
     DirectoryNotEmptyError,
     FileNotFoundError,
@@ -52,7 +52,7 @@ from ._errors import (
     NotADirectoryError,
     WriteFailedError,
 )
-from ._match import compile_glob, compile_grep, compile_grep_glob, grep_lines
+from ._match import compile_glob, compile_grep, compile_grep_glob, grep_bytes
 from ._paths import (
     ROOT,
     base_name,
@@ -250,13 +250,13 @@ class HostFileSystem:
     async def _grep_file(
         self, path: str, regex: re.Pattern[str], limit: int | None
     ) -> builtins.list[GrepResult]:
+        if is_image_path(path):
+            return []  # images are not searched
         try:
-            text = await self.read(path)
+            data = await self.read_bytes(path)
         except builtins.FileNotFoundError:
             return []  # removed while we walked
-        if not isinstance(text, str) or "\0" in text[:8192]:
-            return []  # images and binary files are not searched
-        hits = [GrepResult(path, number, line) for number, line in grep_lines(text, regex)]
+        hits = [GrepResult(path, number, line) for number, line in grep_bytes(data, regex)]
         return hits if limit is None else hits[:limit]
 
     async def _walk(self, directory: str, max_depth: int | None) -> AsyncGenerator[DirEntry, None]:

@@ -64,7 +64,7 @@ from ._errors import (
     NotADirectoryError,
     PathError,
 )
-from ._match import compile_glob, compile_grep, compile_grep_glob, grep_lines
+from ._match import compile_glob, compile_grep, compile_grep_glob, grep_bytes
 from ._paths import ROOT, base_name, join_path, normalize_path
 from ._types import (
     MISSING,
@@ -578,9 +578,7 @@ class TempFileSystem:
             data = child.data
             self._grep_files_read += 1
             budget -= len(data) >> 16  # and once per 16 MiB scanned
-            if data.find(b"\0", 0, 8192) != -1:
-                continue  # binary, as ripgrep decides
-            for number, line in grep_lines(data.decode("utf-8", "replace"), regex):
+            for number, line in grep_bytes(bytes(data), regex):  # binary skipped, as ripgrep does
                 yield GrepResult(path, number, line)
                 count += 1
                 if limit is not None and count >= limit:

@@ -9,12 +9,15 @@ user trees fall back to these.
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncGenerator
 from contextlib import aclosing
 
-from ._match import compile_glob, compile_grep, compile_grep_glob, grep_lines
+from ._content import is_image_path
+from ._match import LineGrep, compile_glob, compile_grep, compile_grep_glob
 from ._paths import base_name, join_path, normalize_path, relative_to
-from ._types import DirEntry, FileSystem, GrepQuery, GrepResult
+from ._reading import open_for_reading, read_chunks
+from ._types import DirEntry, FileSystem, GrepQuery, GrepResult, OpenFile
 
 
 async def walk(
@@ -58,7 +61,9 @@ async def glob_tree(fs: FileSystem, pattern: str, dir: str = "/") -> AsyncGenera
 
 
 async def grep_tree(fs: FileSystem, query: GrepQuery) -> AsyncGenerator[GrepResult, None]:
-    """``grep`` by walking and reading each file; stops after ``max_results`` hits."""
+    """``grep`` by walking and reading each file a chunk at a time (``vfs._reading``: a tree that
+    holds files whole is read whole once); images and files with a NUL in their first 8 KiB are
+    skipped; stops after ``max_results`` hits."""
     root = normalize_path(query.path)
     regex = compile_grep(query.pattern, case_insensitive=query.case_insensitive, path=root)
     if query.max_results is not None and query.max_results <= 0:
@@ -78,17 +83,35 @@ async def grep_tree(fs: FileSystem, query: GrepQuery) -> AsyncGenerator[GrepResu
                 rel = base_name(path) if path == root else relative_to(path, root)
                 if not file_filter(rel):
                     continue
+            if is_image_path(path):
+                continue
             try:
-                text = await fs.read(path)
+                file = await open_for_reading(fs, path)
             except FileNotFoundError:
                 continue  # removed while we walked
-            if not isinstance(text, str) or "\0" in text[:8192]:
-                continue
-            for number, line in grep_lines(text, regex):
-                yield GrepResult(path, number, line)
-                count += 1
-                if query.max_results is not None and count >= query.max_results:
-                    return
+            try:
+                async with aclosing(_file_hits(file, regex)) as hits:
+                    async for number, line in hits:
+                        yield GrepResult(path, number, line)
+                        count += 1
+                        if query.max_results is not None and count >= query.max_results:
+                            return
+            finally:
+                await file.close()
+
+
+async def _file_hits(
+    file: OpenFile, regex: re.Pattern[str]
+) -> AsyncGenerator[tuple[int, str], None]:
+    grep = LineGrep(regex)
+    async with aclosing(read_chunks(file)) as chunks:
+        async for chunk in chunks:
+            for hit in grep.feed(chunk):
+                yield hit
+            if grep.binary:
+                return
+    for hit in grep.end():
+        yield hit
 
 
 async def _single(path: str) -> AsyncGenerator[str, None]:

@@ -6,7 +6,8 @@ Each tool is a :class:`~vfs.tools._tool.ToolSpec`: a name, a description, declar
 (with the native aliases accepted at invoke time) and a body that makes FileSystem calls:
 
 ========================  =====================================================================
-``Read``                  ``read``; text numbered like ``cat -n``, images as a base64 part
+``Read``                  text read a window at a time, numbered like ``cat -n``; images ``read``
+                          whole, as a base64 part
 ``LS``                    ``stat`` then ``list``; directories marked ``/``, symlinks ``@``
 ``Grep``                  ``grep`` with ``output_mode``/``head_limit``/``offset`` on the tool
 ``Glob``                  ``glob(pattern, path)``; matches relative to ``path``
@@ -86,7 +87,7 @@ def _int(args: dict[str, object], name: str) -> int | None:
 
 async def _read(fs: FileSystem, resolve: Callable[[str], str], args: dict[str, object]) -> Content:
     path = resolve(_str(args, "path"))
-    return render(path, await fs.read(path), _int(args, "offset"), _int(args, "limit"))
+    return await render(fs, path, _int(args, "offset"), _int(args, "limit"))
 
 
 READ_SPEC = ToolSpec(
