@@ -224,3 +224,28 @@ class FileTooLargeError(PathError):
 
     def _message(self) -> str:
         return f"file too large: {self.path}"
+
+
+# What a tree raises when it could not answer at all (a store that is down or unreachable, a
+# mount whose daemon died, broken I/O), as opposed to an answer about the path.
+UNAVAILABLE_ERRNOS = frozenset(
+    {
+        _errno.EIO,
+        _errno.ENOTCONN,
+        _errno.ETIMEDOUT,
+        _errno.EHOSTDOWN,
+        _errno.EHOSTUNREACH,
+        _errno.ENETDOWN,
+        _errno.ENETUNREACH,
+        _errno.ECONNREFUSED,
+        _errno.ECONNRESET,
+        _errno.ECONNABORTED,
+    }
+)
+
+
+def is_answer(error: BaseException) -> bool:
+    """Whether ``error`` is a tree's answer about a path (``not found``, an invalid pattern...)
+    rather than the tree failing to answer: a :class:`PathError` whose errno is not one of
+    :data:`UNAVAILABLE_ERRNOS`. Anything else is a failure (a backend that is down)."""
+    return isinstance(error, PathError) and error.errno not in UNAVAILABLE_ERRNOS
