@@ -67,6 +67,7 @@ from ._types import (
     SearchQuery,
     SearchResult,
 )
+from ._walk import glob_start
 from ._watch import Observers
 
 _MISSING = frozenset({errno.ENOENT, errno.ENOTDIR, errno.ELOOP})
@@ -137,7 +138,9 @@ class LocalFileSystem:
     async def glob(self, pattern: str, dir: str = "") -> AsyncIterator[DirEntry]:
         directory = self.resolve(dir)
         plan = compile_glob(pattern)
-        start = posixpath.join(directory, *plan.literal_prefix)
+        start = await glob_start(_lstat, directory, plan.literal_prefix)
+        if start is None:
+            return
         try:
             fd = os.open(start, O_DIR)
         except OSError as error:
@@ -235,6 +238,13 @@ class LocalFileSystem:
         self.resolve(query.path)
         return
         yield  # no host index here: an async generator that yields nothing
+
+
+async def _lstat(host: str) -> FileInfo:
+    try:
+        return file_info(os.lstat(host))
+    except OSError:
+        return MISSING
 
 
 def _guard(directory: str) -> tuple[GuardView | None, str]:

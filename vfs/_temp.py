@@ -83,6 +83,7 @@ from ._types import (
     Special,
     dir_listing,
 )
+from ._walk import glob_start
 from ._watch import Observers
 
 SYMLOOP_MAX = 40
@@ -518,9 +519,9 @@ class TempFileSystem:
     async def glob(self, pattern: str, dir: str = ROOT) -> AsyncIterator[DirEntry]:
         directory = normalize_path(dir)
         plan = compile_glob(pattern)
-        start = directory
-        for segment in plan.literal_prefix:
-            start = join_path(start, segment)
+        start = await glob_start(self.lstat, directory, plan.literal_prefix)
+        if start is None:
+            return
         node = self._find(start)
         if not isinstance(node, _Dir):
             return

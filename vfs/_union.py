@@ -50,6 +50,7 @@ from __future__ import annotations
 import errno
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from contextlib import aclosing
 from dataclasses import dataclass, replace
 from time import time_ns
 from typing import NoReturn, TypeVar
@@ -93,7 +94,7 @@ from ._types import (
     Special,
     Watchable,
 )
-from ._walk import walk
+from ._walk import glob_start, walk
 from ._watch import Observers
 
 T = TypeVar("T")
@@ -177,6 +178,19 @@ async def _prefixed(
 async def _directories(paths: Iterable[str]) -> AsyncIterator[DirEntry]:
     for path in paths:
         yield DirEntry(path, "directory")
+
+
+async def _walk_literal(
+    view: PosixFileSystem, segments: tuple[str, ...], depth: int | None
+) -> AsyncIterator[DirEntry]:
+    """The walk of a mounted tree from its root joined with a pattern's literal ``segments``,
+    which must be real directories there (:func:`vfs._walk.glob_start`)."""
+    start = await glob_start(view.lstat, ROOT, segments)
+    if start is None:
+        return
+    async with aclosing(walk(view, start, depth)) as entries:
+        async for entry in entries:
+            yield entry
 
 
 def _merged_unique(sources: list[AsyncIterator[DirEntry]]) -> AsyncIterator[DirEntry]:
@@ -425,13 +439,13 @@ class UnionFileSystem:
         shared = min(len(steps), len(literal))
         if tuple(steps[:shared]) != literal[:shared]:
             return _directories(())
-        start = "/" + "/".join(literal[len(steps) :])
         depth = None
         if plan.max_depth is not None:
             depth = plan.max_depth - max(len(steps), len(literal))
             if depth <= 0:
                 return _directories(())
-        source = self._stream(mount, walk(mount.view, start, depth), _move_entry)
+        walked = _walk_literal(mount.view, literal[len(steps) :], depth)
+        source = self._stream(mount, walked, _move_entry)
         return _filtered(
             source,
             lambda entry: (

@@ -3,21 +3,22 @@
 A walk yields every descendant of a directory in lexicographic path order, streaming: at each
 level, an entry ``name`` is yielded before the subtree ``name/...`` and a sibling such as
 ``name-x`` (``-`` sorts before ``/``) is yielded between the two. Directory symlinks are listed as
-``symlink`` and never descended. Layers with a faster native walk use their own; composers and
-user trees fall back to these.
+``symlink`` and never descended, also where a glob pattern names them literally
+(:func:`glob_start`, which every tree's ``glob`` uses). Layers with a faster native walk use
+their own; composers and user trees fall back to these.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from contextlib import aclosing
 
 from ._content import is_image_path
 from ._match import LineGrep, compile_glob, compile_grep, compile_grep_glob
 from ._paths import base_name, join_path, normalize_path, relative_to
 from ._reading import open_for_reading, read_chunks
-from ._types import DirEntry, FileSystem, GrepQuery, GrepResult, OpenFile
+from ._types import DirEntry, FileInfo, FileSystem, GrepQuery, GrepResult, OpenFile, PosixFileSystem
 
 
 async def walk(
@@ -44,14 +45,32 @@ async def walk(
             yield entry
 
 
+async def glob_start(
+    lstat: Callable[[str], Awaitable[FileInfo]], directory: str, segments: Sequence[str]
+) -> str | None:
+    """Where a glob's walk starts: ``directory`` joined with the pattern's literal leading
+    ``segments`` (``GlobPlan.literal_prefix``), or ``None`` when one of them is not a directory.
+
+    The one rule every tree's ``glob`` follows: a walk never descends a directory symlink, and
+    a literal segment is walked like any other, so it must be a real directory too (``lstat``
+    says, never ``stat``): ``memory/*.md`` finds nothing through a ``memory`` symlink, as
+    ``m*/*.md`` does not. ``directory`` itself is followed, as the start of every walk is.
+    """
+    start = directory
+    for segment in segments:
+        start = join_path(start, segment)
+        if (await lstat(start)).kind != "directory":
+            return None
+    return start
+
+
 async def glob_tree(fs: FileSystem, pattern: str, dir: str = "/") -> AsyncGenerator[DirEntry, None]:
     """``glob`` by walking: entries under ``dir`` whose relative path matches ``pattern``."""
     directory = normalize_path(dir)
     plan = compile_glob(pattern)
-    start = directory
-    for segment in plan.literal_prefix:
-        start = join_path(start, segment)
-    if start != directory and (await fs.stat(start)).kind != "directory":
+    lstat = fs.lstat if isinstance(fs, PosixFileSystem) else fs.stat  # no lstat: no symlinks
+    start = await glob_start(lstat, directory, plan.literal_prefix)
+    if start is None:
         return
     depth = None if plan.max_depth is None else plan.max_depth - len(plan.literal_prefix)
     async with aclosing(walk(fs, start, depth)) as entries:
