@@ -27,8 +27,9 @@ string matches only at character boundaries). Files over :data:`EDIT_MAX_BYTES` 
 Edits to one file are serialized (:data:`EDIT_LOCKS`): Write, StrReplace and Delete of a path
 hold that path's lock while they read and write, so parallel tool calls (which models make)
 cannot interleave a read-modify-write and lose an edit. A lock is per file *of the tree that
-holds it*: through a union (a turn's root) the key is the mounted tree and its own path, so two
-sessions' turn roots over one static root share the lock of each of its files. The registry
+holds it*: through a tree that forwards to another (``mount_for``: a union, the tools of a turn)
+the key is the tree at the end and its own path, so two sessions' turn roots over one static
+root share the lock of each of its files. The registry
 holds an entry only while an edit of that file is in flight (keyed by object identity, which is
 unique while the tree is in use), so it never grows with the files edited; it is the one piece
 of process-wide state of the tools, as it has to be: tools are bound per turn, edits of a shared
@@ -37,7 +38,7 @@ root come from many of them.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -46,7 +47,6 @@ import anyio
 
 from .._errors import EditError
 from .._types import FileSystem
-from .._union import UnionFileSystem
 
 AnyText = TypeVar("AnyText", str, bytes)
 
@@ -134,10 +134,15 @@ EDIT_LOCKS = EditLocks()
 
 
 def edit_target(fs: FileSystem, path: str) -> tuple[FileSystem, str]:
-    """The tree that holds ``path`` and its path there: through unions, the mounted tree."""
-    while isinstance(fs, UnionFileSystem):
-        found = fs.mount_for(path)
-        if found is None:
+    """The tree that holds ``path`` and its path there: through a tree that forwards to
+    another (a union to the mounted tree, a turn's tools to the turn's root: their
+    ``mount_for``), the tree at the end."""
+    for _ in range(64):  # forwarding chains are short; a cycle would be a bug, not a hang
+        locate: Callable[[str], tuple[FileSystem, str] | None] | None = getattr(
+            fs, "mount_for", None
+        )
+        found = None if locate is None else locate(path)
+        if found is None or found[0] is fs:
             break
         fs, path = found
     return fs, path

@@ -447,15 +447,22 @@ SPECS: Mapping[str, ToolSpec] = MappingProxyType(
 )
 
 
-def synthesize_tools(fs: FileSystem, names: Iterable[str] = FILE_TOOL_NAMES) -> dict[str, Tool]:
+def synthesize_tools(
+    fs: FileSystem,
+    names: Iterable[str] = FILE_TOOL_NAMES,
+    *,
+    resolve_path: Callable[[str], str] | None = None,
+) -> dict[str, Tool]:
     """The file tools ``names`` (synthesized names, e.g. ``Toolset.file_tools``) bound to ``fs``,
-    keyed by name in the canonical order. Raises ``ValueError`` for a name that is not one."""
+    keyed by name in the canonical order. ``resolve_path`` is how path arguments resolve
+    (default: :func:`path_resolver` of ``fs``). Raises ``ValueError`` for a name that is not
+    one."""
     wanted = set(names)
     unknown = wanted - set(FILE_TOOL_NAMES)
     if unknown:
         known = ", ".join(FILE_TOOL_NAMES)
         raise ValueError(f"not a file tool: {', '.join(sorted(unknown))} (expected {known})")
-    resolve = path_resolver(fs)
+    resolve = path_resolver(fs) if resolve_path is None else resolve_path
     return {name: Tool(SPECS[name], fs, resolve) for name in FILE_TOOL_NAMES if name in wanted}
 
 

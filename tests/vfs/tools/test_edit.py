@@ -15,10 +15,9 @@ import vfs
 from vfs.tools import ToolResult, splice, synthesize_tools
 from vfs.tools._edit import EDIT_LOCKS
 
-from ..dict_tree import DictTree
 from ..eightverb import EightVerbTree
 from .helpers import BACKENDS, call, err, ok
-from .trees import WRITABLE, build
+from .trees import WRITABLE, YieldingTree, build
 
 EMPTY = "oldText is empty"
 SAME = "oldText and newText are exactly the same"
@@ -265,18 +264,6 @@ def test_parallel_edits_of_one_file_all_land(backend: str, kind: str, tmp_path: 
         assert len(EDIT_LOCKS) == 0  # nothing stays registered once the edits are done
 
     anyio.run(main, backend=backend)
-
-
-class YieldingTree(DictTree):
-    """A user's tree over a slow store: every read and write waits for the event loop once."""
-
-    async def read(self, path: str) -> str | bytes:
-        await anyio.lowlevel.checkpoint()
-        return await super().read(path)
-
-    async def write(self, path: str, contents: str | bytes) -> None:
-        await anyio.lowlevel.checkpoint()
-        await super().write(path, contents)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

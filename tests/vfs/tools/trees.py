@@ -13,6 +13,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+import anyio.lowlevel
+
 import vfs
 
 from ..dict_tree import DictTree
@@ -99,6 +101,19 @@ def build(kind: str, tmp: Path, files: Files) -> Seeded:
 
         return Seeded(tree, held)
     raise ValueError(kind)
+
+
+class YieldingTree(DictTree):
+    """A user's tree over a slow store: every read and write waits for the event loop once, so
+    concurrent calls interleave there."""
+
+    async def read(self, path: str) -> str | bytes:
+        await anyio.lowlevel.checkpoint()
+        return await super().read(path)
+
+    async def write(self, path: str, contents: str | bytes) -> None:
+        await anyio.lowlevel.checkpoint()
+        await super().write(path, contents)
 
 
 WRITABLE = ("temp", "dir", "local", "union", "cow", "host", "union_host", "user_tree")
