@@ -352,6 +352,8 @@ class DirFileSystem:
 
     async def delete(self, path: str) -> None:
         path = normalize_path(path)
+        if self._read_only and not (await self.lstat(path)).exists:
+            raise FileNotFoundError(path)  # nothing to refuse: the contract's answer is "missing"
         self._refuse_read_only(path)
         if path == ROOT:
             raise PathError(path, errno=errno.EBUSY)

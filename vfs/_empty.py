@@ -93,6 +93,8 @@ class EmptyFileSystem:
         self._refuse(path)
 
     async def delete(self, path: str) -> None:
+        if normalize_path(path) != ROOT:
+            raise FileNotFoundError(normalize_path(path))  # missing, as every path but the root
         self._refuse(path)
 
     async def search(self, query: SearchQuery) -> AsyncIterator[SearchResult]:

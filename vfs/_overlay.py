@@ -46,7 +46,16 @@ from typing import Any, NoReturn, TypeVar
 from ._capabilities import list_info_of
 from ._errors import FileNotFoundError, ReadOnlyMountError, is_answer
 from ._match import compile_grep
-from ._merge import aclose, grep_key, merge_sorted, path_key, search_key, take, unique_by_path
+from ._merge import (
+    aclose,
+    deferred,
+    grep_key,
+    merge_sorted,
+    path_key,
+    search_key,
+    take,
+    unique_by_path,
+)
 from ._paths import ROOT, normalize_path
 from ._posix_view import posix_view
 from ._pushdown import refilled
@@ -289,6 +298,9 @@ class OverlayFileSystem:
         raise FileNotFoundError(path)
 
     def grep(self, query: GrepQuery) -> AsyncIterator[GrepResult]:
+        return deferred(lambda: self._grep(query))
+
+    def _grep(self, query: GrepQuery) -> AsyncIterator[GrepResult]:
         path = normalize_path(query.path)
         compile_grep(query.pattern, case_insensitive=query.case_insensitive, path=path)
         query = replace(query, path=path)
@@ -335,6 +347,9 @@ class OverlayFileSystem:
         self._read_only(path)
 
     async def delete(self, path: str) -> None:
+        path = normalize_path(path)
+        if (await self._first(path, follow=False))[0] < 0:
+            raise FileNotFoundError(path)  # nothing to refuse: the contract's answer is "missing"
         self._read_only(path)
 
     def search(self, query: SearchQuery) -> AsyncIterator[SearchResult]:

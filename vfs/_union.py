@@ -29,8 +29,11 @@ with :func:`vfs._pushdown.refilled` keeping the pushdown exact.
 
 Errors: a child's :class:`PathError` is re-raised with the union path (``error.with_path``), also
 when it is raised lazily inside an iterator. Other ``OSError``s whose ``filename`` is an absolute
-path get that filename re-prefixed (in place). Anything else is re-raised unchanged, with a note
-naming the mount (the message cannot be rewritten safely without knowing its format).
+path get that filename re-prefixed (in place). Anything else gets a best-effort rewrite of its
+message (each absolute path in the text, one that no word, URL or number runs into, is moved
+under the prefix: the model sees the union's namespace, as the contract asks) and a note naming
+the mount. ``grep`` (an iterator, as every tree's) raises an invalid pattern at the first
+iteration, never at the call.
 
 POSIX: each operation goes to :func:`posix_view` of the covering mount (so an eight-verb child
 still mounts). A rename across mounts raises ``CrossMountError`` (``EXDEV``: ``mv`` then copies).
@@ -49,6 +52,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from contextlib import aclosing
 from dataclasses import dataclass, replace
@@ -65,7 +69,16 @@ from ._errors import (
     PathError,
 )
 from ._match import GlobPlan, compile_glob, compile_grep, compile_grep_glob
-from ._merge import aclose, grep_key, merge_sorted, path_key, search_key, take, unique_by_path
+from ._merge import (
+    aclose,
+    deferred,
+    grep_key,
+    merge_sorted,
+    path_key,
+    search_key,
+    take,
+    unique_by_path,
+)
 from ._paths import (
     ROOT,
     add_prefix,
@@ -125,6 +138,15 @@ def _child_path(path: object) -> str:
     return text if text.startswith("/") else "/" + text
 
 
+# An absolute path in running text: a "/" that no word, path, URL or number runs into.
+_ABSOLUTE_PATH = re.compile(r"(?<![\w/.:~-])/[^\s'\"`,;()\[\]{}<>]*")
+
+
+def _moved_text(text: str, prefix: str) -> str:
+    """``text`` with each absolute path in it moved under ``prefix`` (best effort)."""
+    return _ABSOLUTE_PATH.sub(lambda match: add_prefix(match.group(), prefix), text)
+
+
 def _rethrow(error: Exception, prefix: str) -> NoReturn:
     """Raise ``error`` (a child's) as the union's: its path moved under ``prefix``."""
     if prefix != ROOT:
@@ -137,6 +159,13 @@ def _rethrow(error: Exception, prefix: str) -> NoReturn:
                 if isinstance(error.filename2, str) and error.filename2.startswith("/"):
                     error.filename2 = add_prefix(error.filename2, prefix)
         else:
+            # Untyped: the message is the child's text; move the paths it names (best effort,
+            # as the contract asks), and say which tree raised it.
+            if isinstance(error, OSError):
+                if isinstance(error.strerror, str):
+                    error.strerror = _moved_text(error.strerror, prefix)
+            elif error.args and isinstance(error.args[0], str):
+                error.args = (_moved_text(error.args[0], prefix), *error.args[1:])
             add_note = getattr(error, "add_note", None)  # Python >= 3.11
             if add_note is not None:
                 add_note(f"(raised by the tree mounted at {prefix})")
@@ -461,6 +490,9 @@ class UnionFileSystem:
         return await _guarded(mount.prefix, mount.view.read(strip_prefix(path, mount.prefix)))
 
     def grep(self, query: GrepQuery) -> AsyncIterator[GrepResult]:
+        return deferred(lambda: self._grep(query))
+
+    def _grep(self, query: GrepQuery) -> AsyncIterator[GrepResult]:
         path = normalize_path(query.path)
         compile_grep(query.pattern, case_insensitive=query.case_insensitive, path=path)
         cap = query.max_results
