@@ -41,10 +41,10 @@ import builtins
 import errno
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable
-from time import time_ns
 from typing import cast
 
 from ._capabilities import list_info, read_bytes
+from ._clock import now_ns
 from ._content import contents_for, encode_contents
 from ._errors import (
     DirectoryNotEmptyError,
@@ -143,7 +143,7 @@ class PosixView:
     async def _keep_ancestors(self, path: str) -> None:
         """After removing ``path``: directories the tree dropped with it stay, as pending."""
         probe = parent_path(path)
-        now = time_ns()
+        now = now_ns()
         while probe != ROOT and probe not in self._dirs:
             if (await self._fs.stat(probe)).kind != "missing":
                 return
@@ -361,7 +361,7 @@ class PosixView:
         if (await self.stat(path)).exists:
             raise FileExistsError(path)
         await self._check_parent(path)
-        self._dirs[path] = time_ns()
+        self._dirs[path] = now_ns()
         await self._observers.emit(path, "entry")
 
     async def rmdir(self, path: str) -> None:

@@ -33,7 +33,9 @@ POSIX details, as tmpfs: directories have ``nlink = 2 + subdirectories`` and ``s
 its ``parent``/``name``, further ones are in ``others``, and a change to it is reported at every
 name); a symlink's size is its target's length in bytes. Adding or
 removing an entry updates the directory's mtime and ctime. ``atime`` follows ``relatime`` (updated
-on read when not newer than mtime/ctime; without the daily refresh). Sizes above ``max_file_size``
+on read when not newer than mtime/ctime; without the daily refresh). Times come from the
+kernel's coarse clock (``vfs._clock``), as tmpfs's do, so through a mount they never run
+backwards against the times the kernel stamps itself. Sizes above ``max_file_size``
 raise ``FileTooLargeError``; a growth larger than the memory available raises ``ENOSPC``.
 
 Speed: ``stat`` is the hottest call under a mount, and building a frozen :class:`FileInfo` costs
@@ -49,11 +51,11 @@ import itertools
 import os
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from operator import itemgetter
-from time import time_ns
 from typing import ClassVar
 
 import anyio.lowlevel
 
+from ._clock import now_ns
 from ._content import decode_contents, encode_contents, is_image_path
 from ._errors import (
     DirectoryNotEmptyError,
@@ -314,7 +316,7 @@ def _build_info(node: _Node) -> FileInfo:
 def _accessed(node: _Node) -> None:
     # relatime: only an atime that is not newer than the last change moves.
     if node.atime_ns <= node.mtime_ns or node.atime_ns <= node.ctime_ns:
-        node.atime_ns = time_ns()
+        node.atime_ns = now_ns()
         node.info = None
 
 
@@ -360,7 +362,7 @@ class TempFileSystem:
         self._uid = os.getuid() if uid is None else uid
         self._gid = os.getgid() if gid is None else gid
         self._max_file_size = max_file_size
-        self._root = _Dir(0o755, self._uid, self._gid, time_ns())
+        self._root = _Dir(0o755, self._uid, self._gid, now_ns())
         self._observers = Observers()
         self._grep_files_read = 0  # files grep has looked into (tests prove early stop with it)
         for path, contents in (files or {}).items():
@@ -603,7 +605,7 @@ class TempFileSystem:
             raise FileNotFoundError(path)
         if isinstance(node, _Dir) and node.children:
             raise DirectoryNotEmptyError(path)
-        directory.remove(name, time_ns())
+        directory.remove(name, now_ns())
         if self._observers:
             await self._emit([(directory, name, "entry")])
             if node.parent is not None:  # its other names count one link fewer
@@ -626,7 +628,7 @@ class TempFileSystem:
         except FileNotFoundError:
             self._make_parents(path, changes)
             directory, name, node = self._lookup(path, True)
-        now = time_ns()
+        now = now_ns()
         if node is None:
             directory.add(name, _File(0o644, self._uid, self._gid, now, bytearray(data)), now)
             changes.append((directory, name, "entry"))
@@ -656,7 +658,7 @@ class TempFileSystem:
                 raise NotADirectoryError(path)
             if self._lookup(prefix, False)[2] is not None:
                 raise FileNotFoundError(path)  # a dangling symlink: mkdir -p does not follow it
-            now = time_ns()
+            now = now_ns()
             directory.add(name, _Dir(0o755, self._uid, self._gid, now), now)
             changes.append((directory, name, "entry"))
 
@@ -701,7 +703,7 @@ class TempFileSystem:
         if create and exclusive and self._lookup(path, False)[2] is not None:
             raise FileExistsError(path)  # O_EXCL does not follow a final symlink
         directory, name, node = self._lookup(path, True)
-        now = time_ns()
+        now = now_ns()
         if node is None:
             if not create:
                 raise FileNotFoundError(path)
@@ -735,7 +737,7 @@ class TempFileSystem:
         directory, name, node = self._lookup(path, False)
         if node is not None:
             raise FileExistsError(path)
-        now = time_ns()
+        now = now_ns()
         owner = self._uid if uid is None else uid
         group = self._gid if gid is None else gid
         directory.add(name, build(owner, group, now), now)
@@ -753,7 +755,7 @@ class TempFileSystem:
             raise NotADirectoryError(path)
         if node.children:
             raise DirectoryNotEmptyError(path)
-        directory.remove(name, time_ns())
+        directory.remove(name, now_ns())
         if self._observers:
             await self._emit([(directory, name, "entry")])
             if node.parent is not None:  # its other names count one link fewer
@@ -766,7 +768,7 @@ class TempFileSystem:
             raise FileNotFoundError(path)
         if isinstance(node, _Dir):
             raise IsADirectoryError(path)
-        now = time_ns()
+        now = now_ns()
         directory.remove(name, now)
         node.changed(now)
         if self._observers:
@@ -788,7 +790,7 @@ class TempFileSystem:
             raise FileExistsError(dst)
         if isinstance(node, _Dir):
             raise PathError(src, errno=errno.EPERM)  # no hard links to directories
-        now = time_ns()
+        now = now_ns()
         directory.add(name, node, now)
         node.changed(now)
         if self._observers:
@@ -822,7 +824,7 @@ class TempFileSystem:
             if exchange:
                 raise PathError(dst, errno=errno.EINVAL)
             raise DirectoryNotEmptyError(dst)
-        now = time_ns()
+        now = now_ns()
         if exchange:
             assert victim is not None
             src_dir.remove(src_name, now)
@@ -863,7 +865,7 @@ class TempFileSystem:
         node = self._lookup(path, False)[2]
         if node is None:
             raise FileNotFoundError(path)
-        now = time_ns()
+        now = now_ns()
         if size is not None:
             if isinstance(node, _Dir):
                 raise IsADirectoryError(path)
@@ -973,13 +975,13 @@ class TempOpenFile:
             if offset > length:
                 buffer.extend(bytes(offset - length))  # the gap reads as zeros
         buffer[offset:end] = data
-        node.modified(time_ns())
+        node.modified(now_ns())
         if self._fs._observers:
             await self._fs._emit_node(node, "content")
         return len(data)
 
     async def truncate(self, size: int) -> None:
-        self._fs._resize(self._node, size, self._path, time_ns())
+        self._fs._resize(self._node, size, self._path, now_ns())
         if self._fs._observers:
             await self._fs._emit_node(self._node, "content")
 

@@ -56,10 +56,10 @@ import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from contextlib import aclosing
 from dataclasses import dataclass, replace
-from time import time_ns
 from typing import NoReturn, TypeVar
 
 from ._capabilities import ListInfo, buffers_writes, list_info_of, make_link, make_node
+from ._clock import now_ns
 from ._errors import (
     CrossMountError,
     DirectoryNotEmptyError,
@@ -295,7 +295,7 @@ class UnionFileSystem:
             )
             for path in synthesized
         }
-        now = time_ns()
+        now = now_ns()
         uid, gid = os.getuid(), os.getgid()
         self._dirs = {  # what stat answers for a synthesized directory the child does not hold
             path: FileInfo(
