@@ -61,7 +61,6 @@ import contextvars
 import errno
 import hashlib
 import itertools
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
@@ -70,6 +69,7 @@ import anyio
 import anyio.lowlevel
 
 from ._capabilities import buffers_writes, list_info_of, make_link, make_node
+from ._clock import now_ns
 from ._content import encode_contents
 from ._cow_meta import META_PATH, RESERVED, CowMeta, Stamp, Touched, TreeChange
 from ._errors import (
@@ -1109,7 +1109,7 @@ class CowFileSystem:
         mtime = (shown.mtime_ns or 0) if mtime_ns is None else mtime_ns
         atime = (shown.atime_ns or mtime) if atime_ns is None else atime_ns
         base = Stamp(lower.kind, lower.size, lower.mtime_ns or 0)  # what same_as compares
-        self._meta.times[path] = Touched(base, atime, mtime, time.time_ns())
+        self._meta.times[path] = Touched(base, atime, mtime, now_ns())
         await self._save()
         await self._observers.emit(path, "metadata")
         return self._touched(path, lower)

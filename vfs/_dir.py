@@ -147,6 +147,7 @@ from ._types import (
     Special,
     dir_listing,
 )
+from ._walk import glob_start
 from ._watch import Observers
 
 _MAX_LINKS = 40
@@ -326,9 +327,9 @@ class DirFileSystem:
     async def glob(self, pattern: str, dir: str = ROOT) -> AsyncIterator[DirEntry]:
         directory = normalize_path(dir)
         plan = compile_glob(pattern)
-        start = directory
-        for segment in plan.literal_prefix:
-            start = join_path(start, segment)
+        start = await glob_start(self.lstat, directory, plan.literal_prefix)
+        if start is None:
+            return
         guard = self._guards()
         try:
             fd, canonical = self._open(normalize_path(start), O_DIR, guard)
@@ -406,6 +407,8 @@ class DirFileSystem:
 
     async def delete(self, path: str) -> None:
         path = normalize_path(path)
+        if self._read_only and not (await self.lstat(path)).exists:
+            raise FileNotFoundError(path)  # nothing to refuse: the contract's answer is "missing"
         self._refuse_read_only(path)
         if path == ROOT:
             raise PathError(path, errno=errno.EBUSY)

@@ -56,7 +56,7 @@ from dataclasses import dataclass
 import anyio.lowlevel
 import anyio.to_thread
 
-from ._content import is_image_path, looks_binary
+from ._content import is_image_path
 from ._errors import (
     CrossMountError,
     DirectoryNotEmptyError,
@@ -71,7 +71,7 @@ from ._errors import (
     ReadOnlyMountError,
     WriteFailedError,
 )
-from ._match import GlobPlan, compile_grep, compile_grep_glob, grep_lines
+from ._match import GlobPlan, LineGrep, compile_grep, compile_grep_glob
 from ._paths import is_under
 from ._types import SPECIAL_OF_TYPE_BITS, DirEntry, FileInfo, GrepQuery, GrepResult, Kind
 
@@ -684,7 +684,8 @@ async def grep_fd(
 
     Files are read with ``O_NOFOLLOW`` (symlinks are skipped, as ripgrep skips them without
     ``--follow``), images and files with a NUL in their first 8 KiB are skipped, the rest is
-    decoded as UTF-8 with replacement. Owns ``fd``. Stops after ``query.max_results`` hits.
+    decoded as UTF-8 with replacement, a chunk at a time (:func:`grep_file_fd`). Owns ``fd``.
+    Stops after ``query.max_results`` hits.
     """
     try:
         regex = compile_grep(query.pattern, case_insensitive=query.case_insensitive, path=path)
@@ -699,13 +700,13 @@ async def grep_fd(
             name = path.rsplit("/", 1)[-1]
             if (file_filter is not None and not file_filter(name)) or is_image_path(path):
                 return
-            data = await read_whole(fd, st.st_size)
-            for number, line in _hits(data, regex):
-                yield GrepResult(path, number, line)
-                if limit is not None:
-                    limit -= 1
-                    if limit <= 0:
-                        return
+            async with contextlib.aclosing(grep_file_fd(fd, regex)) as hits:
+                async for number, line in hits:
+                    yield GrepResult(path, number, line)
+                    if limit is not None:
+                        limit -= 1
+                        if limit <= 0:
+                            return
             return
         walker = walk_fd(fd, guard=guard, base=guard_base)
         try:
@@ -722,23 +723,51 @@ async def grep_fd(
                     )
                 except OSError:
                     continue  # unreadable or gone: skip, as rg does
+                full = _join(path, rel)
                 try:
-                    data = await read_whole(child, os.fstat(child).st_size)
-                except OSError:
-                    continue
+                    async with contextlib.aclosing(grep_file_fd(child, regex)) as hits:
+                        async for number, line in hits:
+                            yield GrepResult(full, number, line)
+                            if limit is not None:
+                                limit -= 1
+                                if limit <= 0:
+                                    return
                 finally:
                     os.close(child)
-                full = _join(path, rel)
-                for number, line in _hits(data, regex):
-                    yield GrepResult(full, number, line)
-                    if limit is not None:
-                        limit -= 1
-                        if limit <= 0:
-                            return
         finally:
             walker.close()
     finally:
         os.close(fd)
+
+
+_GREP_CHUNK = 1 << 16
+_CHUNKS_BETWEEN_CHECKPOINTS = 16
+
+
+async def grep_file_fd(fd: int, regex: re.Pattern[str]) -> AsyncGenerator[tuple[int, str], None]:
+    """The hits of ``regex`` in the regular file open as ``fd``, read a chunk at a time (never
+    whole: :class:`vfs._match.LineGrep`); a read error ends the file, as ripgrep skips it.
+    Does not close ``fd``."""
+    grep = LineGrep(regex)
+    offset = 0
+    reads = 0
+    while True:
+        try:
+            chunk = os.pread(fd, _GREP_CHUNK, offset)
+        except OSError:
+            return
+        if not chunk:
+            break
+        offset += len(chunk)
+        for hit in grep.feed(chunk):
+            yield hit
+        if grep.binary:
+            return
+        reads += 1
+        if reads % _CHUNKS_BETWEEN_CHECKPOINTS == 0:
+            await anyio.lowlevel.checkpoint()
+    for hit in grep.end():
+        yield hit
 
 
 async def read_whole(fd: int, size: int) -> bytes:
@@ -746,9 +775,3 @@ async def read_whole(fd: int, size: int) -> bytes:
     if size > _BIG_FILE:
         return await anyio.to_thread.run_sync(read_fd, fd)
     return read_fd(fd)
-
-
-def _hits(data: bytes, regex: re.Pattern[str]) -> list[tuple[int, str]]:
-    if looks_binary(data):
-        return []
-    return grep_lines(data.decode("utf-8", "replace"), regex)

@@ -8,7 +8,8 @@ file tools see it. It is not confined (it *is* the host disk) and it speaks host
 * A relative path resolves against ``cwd``; an absolute path is used as-is; ``""`` and ``"."``
   (and every omitted optional scope) mean ``cwd``. ``..`` is resolved lexically
   (``os.path.normpath``), as the native tools do, not by the kernel. A NUL byte or a segment
-  longer than 255 bytes is refused with ``InvalidPathError``, as every tree refuses them.
+  longer than 255 bytes (or a lone surrogate that names no byte) is refused with
+  ``InvalidPathError``, as every tree refuses them.
 * Yielded paths are host paths (``/home/me/repo/src/a.py``), never rewritten to ``/``.
 * ``list``/``glob``/``grep`` do not descend directory symlinks (``memory/`` included: it is
   listed as ``symlink``), exactly like native LS/Glob/Grep; an exact-path ``read``/``stat``, and
@@ -35,6 +36,7 @@ from collections.abc import AsyncIterator
 import anyio.lowlevel
 
 from ._content import decode_contents, encode_contents
+from ._dir import DiskFile
 from ._errors import DirectoryNotEmptyError, FileNotFoundError, InvalidPathError
 from ._hostdisk import (
     O_CLOEXEC,
@@ -54,8 +56,19 @@ from ._hostdisk import (
     write_file_at,
 )
 from ._match import compile_glob, compile_grep
-from ._paths import NAME_MAX, join_path
-from ._types import MISSING, DirEntry, FileInfo, GrepQuery, GrepResult, SearchQuery, SearchResult
+from ._paths import join_path, segment_size
+from ._types import (
+    MISSING,
+    DirEntry,
+    FileInfo,
+    GrepQuery,
+    GrepResult,
+    OpenFile,
+    SearchQuery,
+    SearchResult,
+)
+from ._walk import glob_start
+from ._watch import Observers
 
 _MISSING = frozenset({errno.ENOENT, errno.ENOTDIR, errno.ELOOP})
 
@@ -91,8 +104,7 @@ class LocalFileSystem:
         if host.startswith("//"):
             host = "/" + host.lstrip("/")  # POSIX lets "//" mean something else; Linux does not
         for segment in host.split("/"):
-            if len(segment.encode("utf-8", "surrogateescape")) > NAME_MAX:
-                raise InvalidPathError(host, f"path segment longer than {NAME_MAX} bytes")
+            segment_size(segment, host)
         return host
 
     async def list(self, prefix: str = "") -> AsyncIterator[DirEntry]:
@@ -126,7 +138,9 @@ class LocalFileSystem:
     async def glob(self, pattern: str, dir: str = "") -> AsyncIterator[DirEntry]:
         directory = self.resolve(dir)
         plan = compile_glob(pattern)
-        start = posixpath.join(directory, *plan.literal_prefix)
+        start = await glob_start(_lstat, directory, plan.literal_prefix)
+        if start is None:
+            return
         try:
             fd = os.open(start, O_DIR)
         except OSError as error:
@@ -154,6 +168,18 @@ class LocalFileSystem:
         finally:
             os.close(fd)
         return decode_contents(host, data)
+
+    async def open_for_reading(self, path: str) -> OpenFile:
+        """A read-only handle on the host file (what ``vfs._reading`` streams from); errors as
+        ``read`` raises them."""
+        host = self.resolve(path)
+        try:
+            fd = os.open(host, os.O_RDONLY | os.O_NONBLOCK | O_CLOEXEC)
+        except OSError as error:
+            if error.errno == errno.ENOTDIR:
+                raise FileNotFoundError(host) from None
+            raise os_error(error, host) from None
+        return DiskFile(fd, host, Observers(), read_only=True)
 
     async def grep(self, query: GrepQuery) -> AsyncIterator[GrepResult]:
         root = self.resolve(query.path)
@@ -212,6 +238,13 @@ class LocalFileSystem:
         self.resolve(query.path)
         return
         yield  # no host index here: an async generator that yields nothing
+
+
+async def _lstat(host: str) -> FileInfo:
+    try:
+        return file_info(os.lstat(host))
+    except OSError:
+        return MISSING
 
 
 def _guard(directory: str) -> tuple[GuardView | None, str]:

@@ -33,7 +33,9 @@ POSIX details, as tmpfs: directories have ``nlink = 2 + subdirectories`` and ``s
 its ``parent``/``name``, further ones are in ``others``, and a change to it is reported at every
 name); a symlink's size is its target's length in bytes. Adding or
 removing an entry updates the directory's mtime and ctime. ``atime`` follows ``relatime`` (updated
-on read when not newer than mtime/ctime; without the daily refresh). Sizes above ``max_file_size``
+on read when not newer than mtime/ctime; without the daily refresh). Times come from the
+kernel's coarse clock (``vfs._clock``), as tmpfs's do, so through a mount they never run
+backwards against the times the kernel stamps itself. Sizes above ``max_file_size``
 raise ``FileTooLargeError``; a growth larger than the memory available raises ``ENOSPC``.
 
 Speed: ``stat`` is the hottest call under a mount, and building a frozen :class:`FileInfo` costs
@@ -49,11 +51,11 @@ import itertools
 import os
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from operator import itemgetter
-from time import time_ns
 from typing import ClassVar
 
 import anyio.lowlevel
 
+from ._clock import now_ns
 from ._content import decode_contents, encode_contents, is_image_path
 from ._errors import (
     DirectoryNotEmptyError,
@@ -64,7 +66,7 @@ from ._errors import (
     NotADirectoryError,
     PathError,
 )
-from ._match import compile_glob, compile_grep, compile_grep_glob, grep_lines
+from ._match import compile_glob, compile_grep, compile_grep_glob, grep_bytes
 from ._paths import ROOT, base_name, join_path, normalize_path, parent_path
 from ._resolve import drive_sync, resolution
 from ._types import (
@@ -84,6 +86,7 @@ from ._types import (
     Special,
     dir_listing,
 )
+from ._walk import glob_start
 from ._watch import Observers
 
 DEFAULT_MAX_FILE_SIZE = 1 << 40
@@ -313,7 +316,7 @@ def _build_info(node: _Node) -> FileInfo:
 def _accessed(node: _Node) -> None:
     # relatime: only an atime that is not newer than the last change moves.
     if node.atime_ns <= node.mtime_ns or node.atime_ns <= node.ctime_ns:
-        node.atime_ns = time_ns()
+        node.atime_ns = now_ns()
         node.info = None
 
 
@@ -359,7 +362,7 @@ class TempFileSystem:
         self._uid = os.getuid() if uid is None else uid
         self._gid = os.getgid() if gid is None else gid
         self._max_file_size = max_file_size
-        self._root = _Dir(0o755, self._uid, self._gid, time_ns())
+        self._root = _Dir(0o755, self._uid, self._gid, now_ns())
         self._observers = Observers()
         self._grep_files_read = 0  # files grep has looked into (tests prove early stop with it)
         for path, contents in (files or {}).items():
@@ -504,9 +507,9 @@ class TempFileSystem:
     async def glob(self, pattern: str, dir: str = ROOT) -> AsyncIterator[DirEntry]:
         directory = normalize_path(dir)
         plan = compile_glob(pattern)
-        start = directory
-        for segment in plan.literal_prefix:
-            start = join_path(start, segment)
+        start = await glob_start(self.lstat, directory, plan.literal_prefix)
+        if start is None:
+            return
         node = self._find(start)
         if not isinstance(node, _Dir):
             return
@@ -564,9 +567,7 @@ class TempFileSystem:
             data = child.data
             self._grep_files_read += 1
             budget -= len(data) >> 16  # and once per 16 MiB scanned
-            if data.find(b"\0", 0, 8192) != -1:
-                continue  # binary, as ripgrep decides
-            for number, line in grep_lines(data.decode("utf-8", "replace"), regex):
+            for number, line in grep_bytes(bytes(data), regex):  # binary skipped, as ripgrep does
                 yield GrepResult(path, number, line)
                 count += 1
                 if limit is not None and count >= limit:
@@ -590,7 +591,7 @@ class TempFileSystem:
             raise FileNotFoundError(path)
         if isinstance(node, _Dir) and node.children:
             raise DirectoryNotEmptyError(path)
-        directory.remove(name, time_ns())
+        directory.remove(name, now_ns())
         if self._observers:
             await self._emit([(directory, name, "entry")])
             if node.parent is not None:  # its other names count one link fewer
@@ -613,7 +614,7 @@ class TempFileSystem:
         except FileNotFoundError:
             self._make_parents(path, changes)
             directory, name, node = self._lookup(path, True)
-        now = time_ns()
+        now = now_ns()
         if node is None:
             directory.add(name, _File(0o644, self._uid, self._gid, now, bytearray(data)), now)
             changes.append((directory, name, "entry"))
@@ -643,7 +644,7 @@ class TempFileSystem:
                 raise NotADirectoryError(path)
             if self._lookup(prefix, False)[2] is not None:
                 raise FileNotFoundError(path)  # a dangling symlink: mkdir -p does not follow it
-            now = time_ns()
+            now = now_ns()
             directory.add(name, _Dir(0o755, self._uid, self._gid, now), now)
             changes.append((directory, name, "entry"))
 
@@ -688,7 +689,7 @@ class TempFileSystem:
         if create and exclusive and self._lookup(path, False)[2] is not None:
             raise FileExistsError(path)  # O_EXCL does not follow a final symlink
         directory, name, node = self._lookup(path, True)
-        now = time_ns()
+        now = now_ns()
         if node is None:
             if not create:
                 raise FileNotFoundError(path)
@@ -722,7 +723,7 @@ class TempFileSystem:
         directory, name, node = self._lookup(path, False)
         if node is not None:
             raise FileExistsError(path)
-        now = time_ns()
+        now = now_ns()
         owner = self._uid if uid is None else uid
         group = self._gid if gid is None else gid
         directory.add(name, build(owner, group, now), now)
@@ -740,7 +741,7 @@ class TempFileSystem:
             raise NotADirectoryError(path)
         if node.children:
             raise DirectoryNotEmptyError(path)
-        directory.remove(name, time_ns())
+        directory.remove(name, now_ns())
         if self._observers:
             await self._emit([(directory, name, "entry")])
             if node.parent is not None:  # its other names count one link fewer
@@ -753,7 +754,7 @@ class TempFileSystem:
             raise FileNotFoundError(path)
         if isinstance(node, _Dir):
             raise IsADirectoryError(path)
-        now = time_ns()
+        now = now_ns()
         directory.remove(name, now)
         node.changed(now)
         if self._observers:
@@ -775,7 +776,7 @@ class TempFileSystem:
             raise FileExistsError(dst)
         if isinstance(node, _Dir):
             raise PathError(src, errno=errno.EPERM)  # no hard links to directories
-        now = time_ns()
+        now = now_ns()
         directory.add(name, node, now)
         node.changed(now)
         if self._observers:
@@ -809,7 +810,7 @@ class TempFileSystem:
             if exchange:
                 raise PathError(dst, errno=errno.EINVAL)
             raise DirectoryNotEmptyError(dst)
-        now = time_ns()
+        now = now_ns()
         if exchange:
             assert victim is not None
             src_dir.remove(src_name, now)
@@ -850,7 +851,7 @@ class TempFileSystem:
         node = self._lookup(path, False)[2]
         if node is None:
             raise FileNotFoundError(path)
-        now = time_ns()
+        now = now_ns()
         if size is not None:
             if isinstance(node, _Dir):
                 raise IsADirectoryError(path)
@@ -960,13 +961,13 @@ class TempOpenFile:
             if offset > length:
                 buffer.extend(bytes(offset - length))  # the gap reads as zeros
         buffer[offset:end] = data
-        node.modified(time_ns())
+        node.modified(now_ns())
         if self._fs._observers:
             await self._fs._emit_node(node, "content")
         return len(data)
 
     async def truncate(self, size: int) -> None:
-        self._fs._resize(self._node, size, self._path, time_ns())
+        self._fs._resize(self._node, size, self._path, now_ns())
         if self._fs._observers:
             await self._fs._emit_node(self._node, "content")
 

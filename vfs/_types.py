@@ -223,10 +223,13 @@ class GrepQuery:
     ``glob`` filters the files searched: slash-free (``*.py``) matches the basename at any depth
     under ``path``; with a slash it matches the path relative to ``path``. ``max_results`` is a
     pushdown: implementations stop after that many hits.
+
+    ``path`` omitted is ``""``, the tree's own default scope, as for ``list`` and ``glob``: the
+    root of a virtual tree, the cwd of ``local_file_system`` (where ``"/"`` is the host's root).
     """
 
     pattern: str
-    path: str = ROOT
+    path: str = ""
     glob: str | None = None
     case_insensitive: bool = False
     max_results: int | None = None
@@ -241,8 +244,10 @@ class GrepResult:
 
 @dataclass(frozen=True, slots=True)
 class SearchQuery:
+    """An indexed search; ``path`` omitted is the tree's default scope, as for ``GrepQuery``."""
+
     query: str
-    path: str = ROOT
+    path: str = ""
     max_results: int | None = None
 
 

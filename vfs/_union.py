@@ -29,8 +29,11 @@ with :func:`vfs._pushdown.refilled` keeping the pushdown exact.
 
 Errors: a child's :class:`PathError` is re-raised with the union path (``error.with_path``), also
 when it is raised lazily inside an iterator. Other ``OSError``s whose ``filename`` is an absolute
-path get that filename re-prefixed (in place). Anything else is re-raised unchanged, with a note
-naming the mount (the message cannot be rewritten safely without knowing its format).
+path get that filename re-prefixed (in place). Anything else gets a best-effort rewrite of its
+message (each absolute path in the text, one that no word, URL or number runs into, is moved
+under the prefix: the model sees the union's namespace, as the contract asks) and a note naming
+the mount. ``grep`` (an iterator, as every tree's) raises an invalid pattern at the first
+iteration, never at the call.
 
 POSIX: each operation goes to :func:`posix_view` of the covering mount (so an eight-verb child
 still mounts). A rename across mounts raises ``CrossMountError`` (``EXDEV``: ``mv`` then copies).
@@ -49,12 +52,14 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from contextlib import aclosing
 from dataclasses import dataclass, replace
-from time import time_ns
 from typing import NoReturn, TypeVar
 
 from ._capabilities import ListInfo, buffers_writes, list_info_of, make_link, make_node
+from ._clock import now_ns
 from ._errors import (
     CrossMountError,
     DirectoryNotEmptyError,
@@ -64,7 +69,16 @@ from ._errors import (
     PathError,
 )
 from ._match import GlobPlan, compile_glob, compile_grep, compile_grep_glob
-from ._merge import aclose, grep_key, merge_sorted, path_key, search_key, take, unique_by_path
+from ._merge import (
+    aclose,
+    deferred,
+    grep_key,
+    merge_sorted,
+    path_key,
+    search_key,
+    take,
+    unique_by_path,
+)
 from ._paths import (
     ROOT,
     add_prefix,
@@ -93,7 +107,7 @@ from ._types import (
     Special,
     Watchable,
 )
-from ._walk import walk
+from ._walk import glob_start, walk
 from ._watch import Observers
 
 T = TypeVar("T")
@@ -124,6 +138,15 @@ def _child_path(path: object) -> str:
     return text if text.startswith("/") else "/" + text
 
 
+# An absolute path in running text: a "/" that no word, path, URL or number runs into.
+_ABSOLUTE_PATH = re.compile(r"(?<![\w/.:~-])/[^\s'\"`,;()\[\]{}<>]*")
+
+
+def _moved_text(text: str, prefix: str) -> str:
+    """``text`` with each absolute path in it moved under ``prefix`` (best effort)."""
+    return _ABSOLUTE_PATH.sub(lambda match: add_prefix(match.group(), prefix), text)
+
+
 def _rethrow(error: Exception, prefix: str) -> NoReturn:
     """Raise ``error`` (a child's) as the union's: its path moved under ``prefix``."""
     if prefix != ROOT:
@@ -136,6 +159,13 @@ def _rethrow(error: Exception, prefix: str) -> NoReturn:
                 if isinstance(error.filename2, str) and error.filename2.startswith("/"):
                     error.filename2 = add_prefix(error.filename2, prefix)
         else:
+            # Untyped: the message is the child's text; move the paths it names (best effort,
+            # as the contract asks), and say which tree raised it.
+            if isinstance(error, OSError):
+                if isinstance(error.strerror, str):
+                    error.strerror = _moved_text(error.strerror, prefix)
+            elif error.args and isinstance(error.args[0], str):
+                error.args = (_moved_text(error.args[0], prefix), *error.args[1:])
             add_note = getattr(error, "add_note", None)  # Python >= 3.11
             if add_note is not None:
                 add_note(f"(raised by the tree mounted at {prefix})")
@@ -177,6 +207,19 @@ async def _prefixed(
 async def _directories(paths: Iterable[str]) -> AsyncIterator[DirEntry]:
     for path in paths:
         yield DirEntry(path, "directory")
+
+
+async def _walk_literal(
+    view: PosixFileSystem, segments: tuple[str, ...], depth: int | None
+) -> AsyncIterator[DirEntry]:
+    """The walk of a mounted tree from its root joined with a pattern's literal ``segments``,
+    which must be real directories there (:func:`vfs._walk.glob_start`)."""
+    start = await glob_start(view.lstat, ROOT, segments)
+    if start is None:
+        return
+    async with aclosing(walk(view, start, depth)) as entries:
+        async for entry in entries:
+            yield entry
 
 
 def _merged_unique(sources: list[AsyncIterator[DirEntry]]) -> AsyncIterator[DirEntry]:
@@ -252,7 +295,7 @@ class UnionFileSystem:
             )
             for path in synthesized
         }
-        now = time_ns()
+        now = now_ns()
         uid, gid = os.getuid(), os.getgid()
         self._dirs = {  # what stat answers for a synthesized directory the child does not hold
             path: FileInfo(
@@ -278,6 +321,15 @@ class UnionFileSystem:
     def mounts(self) -> dict[str, FileSystem]:
         """The mount table, prefix -> tree, in priority order."""
         return {mount.prefix: mount.fs for mount in self._mounts}
+
+    def mount_for(self, path: str) -> tuple[FileSystem, str] | None:
+        """The tree mounted where ``path`` lies and the path inside it; ``None`` where no mount
+        covers it, or for a directory only the mount table makes (a mount point or above one)."""
+        path = normalize_path(path)
+        mount = self._resolve(path)
+        if mount is None or path in self._synthesized:
+            return None
+        return mount.fs, strip_prefix(path, mount.prefix)
 
     def _resolve(self, path: str) -> _Mount | None:
         """The mount covering a normalized path: the longest prefix, by whole segment.
@@ -416,13 +468,13 @@ class UnionFileSystem:
         shared = min(len(steps), len(literal))
         if tuple(steps[:shared]) != literal[:shared]:
             return _directories(())
-        start = "/" + "/".join(literal[len(steps) :])
         depth = None
         if plan.max_depth is not None:
             depth = plan.max_depth - max(len(steps), len(literal))
             if depth <= 0:
                 return _directories(())
-        source = self._stream(mount, walk(mount.view, start, depth), _move_entry)
+        walked = _walk_literal(mount.view, literal[len(steps) :], depth)
+        source = self._stream(mount, walked, _move_entry)
         return _filtered(
             source,
             lambda entry: (
@@ -438,6 +490,9 @@ class UnionFileSystem:
         return await _guarded(mount.prefix, mount.view.read(strip_prefix(path, mount.prefix)))
 
     def grep(self, query: GrepQuery) -> AsyncIterator[GrepResult]:
+        return deferred(lambda: self._grep(query))
+
+    def _grep(self, query: GrepQuery) -> AsyncIterator[GrepResult]:
         path = normalize_path(query.path)
         compile_grep(query.pattern, case_insensitive=query.case_insensitive, path=path)
         cap = query.max_results

@@ -188,7 +188,7 @@ def test_error_strings_are_tree_paths(backend: str, tmp_path: Path) -> None:
             (vfs.NotADirectoryError, lambda: fs.rmdir("/f"), "not a directory: /f", errno.ENOTDIR),
             (vfs.IsADirectoryError, lambda: fs.unlink("/d"), "is a directory: /d", errno.EISDIR),
             (vfs.FileNotFoundError, lambda: fs.unlink("/nope"), "not found: /nope", errno.ENOENT),
-            (vfs.PathError, lambda: fs.readlink("/f"), "einval: /f", errno.EINVAL),
+            (vfs.PathError, lambda: fs.readlink("/f"), "invalid argument: /f", errno.EINVAL),
             (vfs.FileNotFoundError, lambda: fs.open("/nope"), "not found: /nope", errno.ENOENT),
             (vfs.IsADirectoryError, lambda: fs.open("/d"), "is a directory: /d", errno.EISDIR),
         ]
@@ -329,7 +329,9 @@ def test_confinement(backend: str, tmp_path: Path, use_openat2: bool) -> None:
         assert await fs.readlink("/abs-dir") == str(outside / "dir")
         assert (await fs.stat("/loop")).kind == "missing"
         error = await raises(vfs.PathError, fs.read("/loop"))
-        assert error.errno == errno.ELOOP and str(error) == "eloop: /loop"
+        assert (
+            error.errno == errno.ELOOP and str(error) == "too many levels of symbolic links: /loop"
+        )
         # Walks list symlinks as symlinks and never descend them.
         globbed = [(e.path, e.kind) for e in await collect(fs.glob("**/*"))]
         assert ("/abs-dir", "symlink") in globbed
