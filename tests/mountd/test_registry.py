@@ -1,4 +1,5 @@
-"""The mount registry without a mount: mountinfo parsing, state files, process identity."""
+"""The mount registry without a mount: finding our mounts, state files, process identity
+(mountinfo parsing itself is ``vfs._mounts``, tested in ``tests/vfs/test_mounts.py``)."""
 
 from __future__ import annotations
 
@@ -11,34 +12,6 @@ from pathlib import Path
 import pytest
 
 from mountd import _registry as registry
-
-MOUNTINFO = (
-    b"22 1 0:21 / / rw,relatime shared:1 - ext4 /dev/vda1 rw\n"
-    b"97 22 0:52 / /tmp/a\\040b\\011c\\134d rw,nosuid,nodev,relatime shared:50 - fuse.mountd agentroot"
-    b" rw,user_id=0,group_id=0,default_permissions\n"
-    b"98 22 0:53 / /tmp/plain rw,nosuid,nodev - fuse.other thing rw\n"
-    b"99 22 0:54 / /tmp/caf\xc3\xa9 rw - fuse.mountd agentroot rw\n"
-    b"garbage line without separator\n"
-)
-
-
-def test_parse_mountinfo_unescapes_and_keeps_order() -> None:
-    entries = registry.parse_mountinfo(MOUNTINFO)
-    assert [e.mountpoint for e in entries] == ["/", "/tmp/a b\tc\\d", "/tmp/plain", "/tmp/café"]
-    ours = entries[1]
-    assert ours == registry.MountEntry(
-        mount_id=97,
-        device="0:52",
-        mountpoint="/tmp/a b\tc\\d",
-        fstype="fuse.mountd",
-        source="agentroot",
-        options="rw,user_id=0,group_id=0,default_permissions",
-    )
-
-
-def test_unescape_keeps_undecodable_bytes() -> None:
-    assert registry.unescape(b"/x\\040y") == "/x y"
-    assert os.fsencode(registry.unescape(b"/bad\\377")) == b"/bad\xff"
 
 
 def test_our_mounts_reads_this_process_mountinfo() -> None:
