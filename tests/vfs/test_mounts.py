@@ -76,9 +76,7 @@ def test_a_mount_made_or_removed_is_noticed(tmp_path: Path) -> None:
     assert str(where) not in before
     with tmpfs_at(where):
         assert str(where) in settled()
-    after = settled()
-    assert str(where) not in after
-    assert after == before
+    assert str(where) not in settled()  # (other mounts may come and go meanwhile)
 
 
 @pytest.mark.mount
