@@ -5,7 +5,9 @@ Theory of operation
 The kernel is the source of truth for *which* mounts exist: ``/proc/self/mountinfo`` lists every
 mount, and ours carry fstype ``fuse.mountd`` (the daemon mounts with ``subtype=mountd``). Paths
 there are canonical (no symlinks) with space, tab, newline and backslash escaped as ``\\040`` etc.
-(parsed by ``vfs._mounts``).
+(parsed by ``vfs._mounts``). A path a user names is matched against that text without touching
+the mount itself (:func:`canonical`): a hung daemon makes every ``stat`` of its mountpoint block
+once the kernel's cached attributes expire, and ``unmount`` must still find and detach it.
 
 Whether a mount is alive is probed with ``statvfs``, never ``stat``: after the daemon dies,
 ``stat`` can still succeed from the kernel's attribute cache, while ``statvfs`` always reaches the
@@ -105,10 +107,30 @@ def mount_at(mountpoint: str) -> MountEntry | None:
     return found if found is not None and found.fstype == FSTYPE else None
 
 
+_MAX_LINKS = 40
+
+
 def canonical(path: str | os.PathLike[str]) -> str:
-    """The absolute, symlink-free form the kernel lists a mountpoint under. Works on a dead
-    mount (``realpath`` tolerates the ``ENOTCONN`` of its last component)."""
-    return os.path.realpath(os.path.abspath(os.fspath(path)))
+    """The absolute, symlink-free form the kernel lists a mountpoint under, found without
+    touching the final component, so it works on a dead or hung mount: the real path of the
+    parent directory plus the name, taken as it is when mountinfo lists it; otherwise a final
+    symlink is read (``readlink`` does not reach into a mount) and its target canonicalized
+    the same way."""
+    listed = {entry.mountpoint for entry in read_mountinfo()}
+    path = os.path.abspath(os.fspath(path))
+    for _ in range(_MAX_LINKS):
+        head, name = os.path.split(path)
+        if not name:
+            return path  # "/"
+        candidate = os.path.join(os.path.realpath(head), name)
+        if candidate in listed:
+            return candidate
+        try:
+            target = os.readlink(candidate)
+        except OSError:
+            return candidate  # not a symlink (nor a mountpoint), or missing
+        path = os.path.normpath(os.path.join(os.path.dirname(candidate), target))
+    return os.path.realpath(path)  # a symlink loop: let realpath say what it makes of it
 
 
 # ENOTCONN once the daemon's /dev/fuse descriptor is gone; ECONNABORTED when the connection was

@@ -20,6 +20,21 @@ def test_our_mounts_reads_this_process_mountinfo() -> None:
     assert registry.mount_at("/") is None  # the root is not ours
 
 
+def test_canonical_resolves_symlinks_as_realpath_does(tmp_path: Path) -> None:
+    real = tmp_path / "real dir"
+    (real / "mnt").mkdir(parents=True)
+    (tmp_path / "parent-link").symlink_to(real)
+    (tmp_path / "final-link").symlink_to(real / "mnt")
+    (tmp_path / "relative-link").symlink_to("parent-link/mnt")
+    (tmp_path / "loop").symlink_to("loop")
+    for spelled in ("parent-link/mnt", "final-link", "relative-link", "real dir/./mnt"):
+        assert registry.canonical(tmp_path / spelled) == str(real / "mnt"), spelled
+    assert registry.canonical(tmp_path / "parent-link" / "missing") == str(real / "missing")
+    assert registry.canonical(tmp_path / "loop") == os.path.realpath(tmp_path / "loop")
+    assert registry.canonical("/") == "/"
+    assert registry.canonical("/proc") == "/proc"  # listed in mountinfo: taken as it is
+
+
 def test_probe_a_plain_directory_is_live(tmp_path: Path) -> None:
     assert registry.probe(str(tmp_path)) == "live"
     assert registry.probe(str(tmp_path / "missing")) == "unreachable"
