@@ -95,28 +95,29 @@ def read_mountinfo() -> list[MountEntry]:
 class _MountTable:
     """The snapshot behind :func:`mountpoints` (see the module docstring)."""
 
-    __slots__ = ("checked", "fd", "lock", "namespace", "poller", "snapshot")
+    __slots__ = ("fd", "lock", "namespace", "next_look", "poller", "snapshot")
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.fd = -1
         self.poller: select.poll | None = None
         self.namespace = -1
-        self.checked = float("-inf")  # monotonic time of the last look at the kernel
+        self.next_look = float("-inf")  # monotonic time after which the kernel is asked again
         self.snapshot: tuple[str, ...] = ()
 
     def current(self) -> tuple[str, ...]:
-        if monotonic() - self.checked < FRESH_FOR:
+        # Kept to a clock read and a comparison: trees call this on every operation.
+        if monotonic() < self.next_look:
             return self.snapshot
         with self.lock:
-            if monotonic() - self.checked >= FRESH_FOR:
+            if monotonic() >= self.next_look:
                 self._refresh()
             return self.snapshot
 
     def _refresh(self) -> None:
         with contextlib.suppress(OSError):  # no /proc to ask: the snapshot stays as it was
             self._look()
-        self.checked = monotonic()
+        self.next_look = monotonic() + FRESH_FOR
 
     def _look(self) -> None:
         namespace = os.stat("/proc/self/ns/mnt").st_ino
@@ -149,14 +150,14 @@ class _MountTable:
         """In a forked child: the descriptor is shared with the parent; start afresh."""
         self.lock = threading.Lock()
         self._close()
-        self.checked = float("-inf")
+        self.next_look = float("-inf")
 
 
 _TABLE = _MountTable()
 os.register_at_fork(after_in_child=_TABLE.forget)
 
 
-def mountpoints() -> tuple[str, ...]:
-    """Every path something is mounted on in this process's mount namespace, canonical, sorted,
-    at most :data:`FRESH_FOR` seconds old; the same tuple object while nothing changes."""
-    return _TABLE.current()
+mountpoints = _TABLE.current
+"""``mountpoints()``: every path something is mounted on in this process's mount namespace,
+canonical, sorted, at most :data:`FRESH_FOR` seconds old; the same tuple object while nothing
+changes."""
