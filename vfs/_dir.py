@@ -710,7 +710,8 @@ class DirFileSystem:
         below = mounts_below(mounts, real)
         if snapshot is not self._guard_snapshot or below != self._mounts_below:
             view = guard_view(snapshot, real) if snapshot else None
-            if below:
+            if below or (view is not None and not self._cross_mounts):
+                # Hiding every mount also refuses, while resolving, one the table lists not yet.
                 view = with_mounts(view, self._root, below, use_openat2=self._openat2)
             root = os.fstat(self._root)
             self._forget_dirs(ROOT)  # cached under the old view: no name checks recorded
