@@ -58,8 +58,9 @@ ever ``stat``ed across a mount crossing before it is checked. A final name is ch
 only in a directory holding a hidden mountpoint (by its identity): no other directory can have
 one among its names. Listings drop hidden names by the identity ``readdir`` reports, before
 anything is ``stat``ed. A mount made after the last look at the table is refused at once inside
-a path that already resolves with ``RESOLVE_NO_XDEV``; as a final name or a listed entry it is
-caught once the snapshot has caught up (within ``FRESH_FOR``). The root itself must not be at or
+a path while the tree hides anything at all (as a daemon's tree always does: its own mountpoint),
+since resolution then crosses no mount; as a final name or a listed entry, and in a tree that hid
+nothing until then, it is caught once the snapshot has caught up (within ``FRESH_FOR``). The root itself must not be at or
 under a guarded mountpoint when the tree is made (to serve a directory over itself, make the tree
 before guarding and mounting: its descriptor then holds the covered directory); a root that is
 itself a mount, or lies inside one, is fine.
