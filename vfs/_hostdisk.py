@@ -601,10 +601,16 @@ def _listing(
     fd: int, rel_dir: str, descend: bool, guard: GuardView | None, base: str
 ) -> list[_Listed]:
     items: list[_Listed] = []
-    dev = os.fstat(fd).st_dev if guard is not None and guard.identities else 0
+    identities = guard.identities if guard is not None else frozenset()
+    hidden_paths = guard.tree_paths if guard is not None else ()
+    dev = os.fstat(fd).st_dev if identities else 0
     with os.scandir(fd) as entries:
         for entry in entries:
             name = entry.name
+            # By the inode readdir reports, before the type: where readdir gives no type, asking
+            # for it is an lstat, which would cross the mount. (A file can be a mountpoint too.)
+            if identities and (dev, entry.inode()) in identities:
+                continue
             try:
                 if entry.is_symlink():
                     kind: Kind = "symlink"
@@ -615,9 +621,9 @@ def _listing(
                     kind = "directory" if is_dir else "file"
             except builtins.FileNotFoundError:
                 continue  # removed while we listed
-            if is_dir and guard is not None:
+            if is_dir and hidden_paths and guard is not None:
                 rel = name if not rel_dir else rel_dir + "/" + name
-                if guard.hides_identity(dev, entry.inode()) or guard.hides(_join(base, rel)):
+                if guard.hides(_join(base, rel)):
                     continue
             items.append((name, name, kind, regular, False))
             if is_dir and descend:

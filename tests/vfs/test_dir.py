@@ -549,6 +549,16 @@ def tmpfs_at(path: Path, files: dict[str, str] | None = None) -> Iterator[Path]:
         subprocess.run(["umount", "-l", str(path)], check=True)
 
 
+@contextmanager
+def bound_at(source: Path, target: Path) -> Iterator[Path]:
+    """``source`` bind-mounted on ``target`` (a file on a file works too)."""
+    subprocess.run(["mount", "--bind", str(source), str(target)], check=True)
+    try:
+        yield target
+    finally:
+        subprocess.run(["umount", "-l", str(target)], check=True)
+
+
 async def settle() -> None:
     """Past the mount table's snapshot age: a mount made or removed has been noticed."""
     await anyio.sleep(2 * FRESH_FOR)
@@ -559,7 +569,11 @@ async def settle() -> None:
 def test_mounts_below_the_root_are_hidden_unless_crossing_is_asked(
     backend: str, tmp_path: Path, use_openat2: bool
 ) -> None:
-    root = make_tree(tmp_path / "root", {"a.txt": "a", "d/m/covered.txt": "covered", "e/.keep": ""})
+    root = make_tree(
+        tmp_path / "root",
+        {"a.txt": "a", "d/m/covered.txt": "covered", "e/.keep": "", "e/bound.txt": "covered"},
+    )
+    outside = make_tree(tmp_path / "outside", {"file.txt": "needle in a bound file"})
     os.symlink("d/m", root / "alias")
     os.symlink("/d", root / "d-link")  # absolute: the tree's /d
     before = snapshot(root)
@@ -570,6 +584,7 @@ def test_mounts_below_the_root_are_hidden_unless_crossing_is_asked(
         with (
             tmpfs_at(root / "d" / "m", {"x.txt": "needle inside", "sub/y.txt": "y"}) as inside,
             tmpfs_at(inside / "sub" / "deeper", {"z.txt": "z"}),
+            bound_at(outside / "file.txt", root / "e" / "bound.txt"),
         ):
             await settle()
             assert await listing(fs, "/d") == []
@@ -580,11 +595,16 @@ def test_mounts_below_the_root_are_hidden_unless_crossing_is_asked(
                 "/alias/x.txt",
                 "/d-link/m/x.txt",
                 "/d/m/sub/deeper",
+                "/e/bound.txt",
             ]:
                 assert (await fs.stat(path)).kind == "missing", path
                 assert (await fs.lstat(path)).kind == "missing", path
                 assert await listing(fs, path) == [], path
-            assert [name for name, _ in await fs.list_info("/d")] == []
+            assert [entry.path for entry, _ in await fs.list_info("/d")] == []
+            assert await listing(fs, "/e") == [("/e/.keep", "file")]
+            assert [entry.path for entry, _ in await fs.list_info("/e")] == ["/e/.keep"]
+            await raises(vfs.FileNotFoundError, fs.read("/e/bound.txt"))
+            await raises(vfs.PermissionDeniedError, fs.write("/e/bound.txt", "w"))
             await raises(vfs.FileNotFoundError, fs.read("/d/m/x.txt"))
             await raises(vfs.FileNotFoundError, fs.open("/alias/x.txt"))
             error = await raises(vfs.PermissionDeniedError, fs.write("/d/m/new.txt", "w"))
@@ -609,9 +629,11 @@ def test_mounts_below_the_root_are_hidden_unless_crossing_is_asked(
 
             # Crossing asked for: the mounts are part of the tree.
             assert await crossing.read("/alias/x.txt") == "needle inside"
+            assert await crossing.read("/e/bound.txt") == "needle in a bound file"
             assert await crossing.read("/d/m/sub/deeper/z.txt") == "z"
             assert [hit.path for hit in await collect(crossing.grep(vfs.GrepQuery("needle")))] == [
-                "/d/m/x.txt"
+                "/d/m/x.txt",
+                "/e/bound.txt",
             ]
             await crossing.write("/d/m/new.txt", "through the mount")
             assert (inside / "new.txt").read_text() == "through the mount"
