@@ -471,8 +471,9 @@ class GuardView:
 
     ``hides_mounts``: every mount below the root is hidden too, not only guarded ones (a
     ``dir_fs`` that does not cross mounts, see :func:`with_mounts`): any mount crossing found
-    while resolving is hidden, and the mounts known from the mount table are in ``identities``
-    and ``parents`` like guarded ones, so final names and listings drop them untouched."""
+    while resolving is hidden, and the mounts known from the mount table (on directories or on
+    files) are in ``identities`` and ``parents`` like guarded ones, so final names and listings
+    drop them untouched."""
 
     tree_paths: tuple[str, ...]
     identities: frozenset[tuple[int, int]]
@@ -529,9 +530,9 @@ def with_mounts(
     every mount: the mountpoints ``below`` it (tree paths, from :func:`mounts_below`) join its
     identities and parents.
 
-    A covered directory's identity is taken without touching its mount: the holding directory's
-    ``st_dev`` and the name's inode as ``readdir`` of the holding directory reports it (that of
-    the covered directory, the mount notwithstanding). The holding directories are opened from
+    A covered directory's (or file's) identity is taken without touching its mount: the holding
+    directory's ``st_dev`` and the name's inode as ``readdir`` of the holding directory reports
+    it (the covered one's, the mount notwithstanding). The holding directories are opened from
     ``root`` without crossing a mount and without following a symlink; one that moved or went
     away since the mount table was read is left out (resolving through it still refuses the
     crossing)."""
