@@ -66,7 +66,14 @@ def test_the_snapshot_is_the_same_object_while_nothing_changes() -> None:
     first = settled()
     assert "/" in first
     assert list(first) == sorted(set(first))
-    assert settled() is first
+    # Other processes may mount meanwhile (one namespace): the same contents, the same object.
+    for _ in range(50):
+        second = settled()
+        if second == first:
+            assert second is first
+            return
+        first = second
+    pytest.fail("the mount table never held still")
 
 
 @pytest.mark.mount
