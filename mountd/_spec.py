@@ -31,7 +31,8 @@ Layer types and their keys (``docs/spec.md`` is the user-facing page):
 temp      ``files``: table of absolute path -> text (optional). In memory.
 dir       ``path``: host directory (required; ``~`` expands; relative to the spec's
           directory), ``read_only``: boolean (default false), ``policy``: ``"repository"``
-          (optional; see ``cow``).
+          (optional; see ``cow``), ``cross_mounts``: boolean (default false: mounts below
+          ``path`` are left out, see ``vfs.dir_fs``).
 empty     no keys. No files; writes fail as read-only.
 union     ``mounts``: table of mount prefix -> layer (required, at least one). Prefixes are
           absolute and normalized (``"/tmp"``, not ``"/tmp/"`` or ``"tmp"``).
@@ -106,6 +107,7 @@ class DirLayer:
     path: Path
     read_only: bool = False
     policy: str | None = None
+    cross_mounts: bool = False
 
 
 @dataclass(frozen=True)
@@ -243,12 +245,17 @@ class _Checker:
             return TempLayer(self.files(value, key))
         if kind == "dir":
             self.keys(
-                value, key, required=("type", "path"), optional=("read_only", "policy"), what=what
+                value,
+                key,
+                required=("type", "path"),
+                optional=("read_only", "policy", "cross_mounts"),
+                what=what,
             )
             return DirLayer(
                 self.directory(value["path"], _join(key, "path")),
                 self.boolean(value, key, "read_only"),
                 self.policy(value, key),
+                self.boolean(value, key, "cross_mounts"),
             )
         if kind == "cow":
             self.keys(
@@ -479,7 +486,8 @@ def build(layer: Layer) -> vfs.FileSystem:
     if isinstance(layer, TempLayer):
         return vfs.temp_fs(dict(layer.files))
     if isinstance(layer, DirLayer):
-        return _with_policy(vfs.dir_fs(layer.path, read_only=layer.read_only), layer.policy)
+        tree = vfs.dir_fs(layer.path, read_only=layer.read_only, cross_mounts=layer.cross_mounts)
+        return _with_policy(tree, layer.policy)
     if isinstance(layer, CowLayer):
         upper = None if layer.upper is None else build(layer.upper)
         return _with_policy(cow_fs(build(layer.lower), upper), layer.policy)
@@ -524,6 +532,7 @@ def describe(layer: Layer) -> str:
         return (
             f"dir {layer.path}"
             + (" (read-only)" if layer.read_only else "")
+            + (" (crossing mounts)" if layer.cross_mounts else "")
             + (f" with the {layer.policy} policy" if layer.policy else "")
         )
     if isinstance(layer, CowLayer):

@@ -7,8 +7,11 @@ the whole spec (or imports the factory) before it touches the mountpoint, so a b
 with the file, key and problem and nothing is mounted. Then it clears a dead mount of ours at the
 mountpoint (one left by a killed daemon), refuses a live one, creates the directory if missing,
 and serves (see ``mountd._daemon``). ``unmount`` asks the daemon to exit (SIGTERM, after which it
-unmounts itself) and only falls back to ``fusermount3``; a dead mount is detached lazily.
-``status`` reads mountinfo for what exists and the state files for what serves it.
+unmounts itself) and only falls back to ``fusermount3``; a dead mount is detached lazily, and so
+is a hung one, after SIGKILL to its daemon. ``status`` reads mountinfo for what exists and the
+state files for what serves it. No command touches a mountpoint but to probe it (``statvfs`` in a
+thread, with a timeout): a hung daemon blocks every ``stat`` of its mountpoint, so the path a
+user names is matched against mountinfo by its text (``mountd._registry.canonical``).
 
 Exit status: 0 success, 1 runtime failure, 2 usage or spec error.
 """
@@ -269,7 +272,8 @@ def _parser() -> argparse.ArgumentParser:
         aliases=["umount"],
         help="stop serving a mountpoint (also clears a dead one)",
         description="Stop the daemon serving MOUNTPOINT (it unmounts cleanly) and wait for it. "
-        "A dead mount (its daemon was killed) is detached lazily and its record removed.",
+        "A dead mount (its daemon was killed) is detached lazily and its record removed; so is "
+        "a hung one (its daemon does not answer, e.g. stopped), after killing its daemon.",
         epilog=EPILOG,
     )
     unmount.add_argument("mountpoint", metavar="MOUNTPOINT")
@@ -587,7 +591,7 @@ def _mount_in_background(
 
 
 def _unmount(args: argparse.Namespace) -> int:
-    path = registry.canonical(args.mountpoint)
+    path = registry.canonical(args.mountpoint)  # never stats the mountpoint: it may hang
     entry = registry.mount_at(path)
     state = registry.read_state(path)
     if entry is None:

@@ -34,18 +34,36 @@ directory that left the root. Walks
 so they never descend a directory symlink; ``list``/``glob``/``grep`` roots and ``stat``/``read``
 follow symlinks (inside the tree).
 
-The daemon's own mountpoint. While ``vfs._hostdisk.guard_mountpoint`` has registered a directory,
-every path at or under it is hidden: missing for ``stat``/``read``, absent from walks, and
-``PermissionDeniedError`` for mutations. Resolution then adds ``RESOLVE_NO_XDEV`` (a path that
-crosses any mount is re-walked by hand, checking each mount crossing against the registered
-``(st_dev, st_ino)``, which ``readdir`` still reports for a covered directory) and, when a
-mountpoint lies under this root, ``RESOLVE_NO_SYMLINKS`` (a path through symlinks is re-walked by
-hand, which knows the canonical path to compare). Nothing is ever ``stat``ed across a mount
-crossing before it is checked. A final name is checked that way only in a directory holding a
-guarded mountpoint (by the identity of the mountpoint's parent, recorded by the guard): no other
-directory can have one among its names. The root itself must not be at or under a guarded mountpoint when
-the tree is made (to serve a directory over itself, make the tree before guarding and mounting:
-its descriptor then holds the covered directory).
+Mounts below the root. A tree does not descend into a mount below its root (as ``find -xdev``
+does not), unless made with ``cross_mounts=True``; and no tree ever reaches this process's own
+FUSE mountpoints (``vfs._hostdisk.guard_mountpoint``, registered before the mount exists). Both
+are one mechanism: a hidden path is missing for ``stat``/``read``, absent from listings and walks,
+and ``PermissionDeniedError`` for mutations. It is needed because a FUSE daemon makes these
+syscalls on its event loop's thread: through its own mount the request comes back to that
+thread, and through a second FUSE mount whose tree reaches back into the first, each daemon waits
+for the other, for ever.
+
+What is hidden comes from two snapshots, compared by identity on every operation (no syscall):
+the guard's registrations and, unless crossing, the mount table (``vfs._mounts.mountpoints``, at
+most ``FRESH_FOR`` seconds old). From them :meth:`DirFileSystem._guards` makes a
+``vfs._hostdisk.GuardView``: guarded tree paths, and the ``(st_dev, st_ino)`` of every hidden
+mountpoint's covered directory and of the directory holding it, taken without touching the mount
+(``readdir`` of the holder reports the covered directory's inode). While anything is hidden,
+resolution adds ``RESOLVE_NO_XDEV``: a path that crosses any mount is re-walked by hand, one
+segment at a time, and a crossing is hidden when the tree hides every mount (else when it is a
+guarded mountpoint by its identity). When a guarded mountpoint lies under this root,
+``RESOLVE_NO_SYMLINKS`` too (a path through symlinks is re-walked by hand, which knows the
+canonical path to compare: a guarded directory is hidden before it is mounted on). Nothing is
+ever ``stat``ed across a mount crossing before it is checked. A final name is checked that way
+only in a directory holding a hidden mountpoint (by its identity): no other directory can have
+one among its names. Listings drop hidden names by the identity ``readdir`` reports, before
+anything is ``stat``ed. A mount made after the last look at the table is refused at once inside
+a path while the tree hides anything at all (as a daemon's tree always does: its own mountpoint),
+since resolution then crosses no mount; as a final name or a listed entry, and in a tree that hid
+nothing until then, it is caught once the snapshot has caught up (within ``FRESH_FOR``). The root itself must not be at or
+under a guarded mountpoint when the tree is made (to serve a directory over itself, make the tree
+before guarding and mounting: its descriptor then holds the covered directory); a root that is
+itself a mount, or lies inside one, is fine.
 
 ``read_only=True`` refuses every mutation with ``ReadOnlyMountError`` before touching the disk;
 handles are opened read-only.
@@ -120,16 +138,19 @@ from ._hostdisk import (
     list_fd,
     list_info_fd,
     memory_backed,
+    mounts_below,
     openat2,
     os_error,
     raise_errno,
     read_whole,
     renameat2,
+    with_mounts,
     write_all,
     write_error,
     write_file_at,
 )
 from ._match import compile_glob, compile_grep
+from ._mounts import mountpoints
 from ._paths import ROOT, base_name, is_under, join_path, normalize_path, parent_path, split_path
 from ._types import (
     MISSING,
@@ -164,15 +185,26 @@ class _Hidden(Exception):
 
 
 def dir_fs(
-    path: str | os.PathLike[str], *, read_only: bool = False, strict: bool = False
+    path: str | os.PathLike[str],
+    *,
+    read_only: bool = False,
+    cross_mounts: bool = False,
+    strict: bool = False,
 ) -> DirFileSystem:
     """The host directory ``path`` as a tree rooted at ``/`` (see the module docstring; ``strict``:
     its strict mode, which follows no symlink, crosses no mount and sets no set-id bit).
 
+    Mounts below ``path`` are not part of the tree, as ``find -xdev`` leaves them out: a
+    mountpoint is missing for ``stat``/``read``, absent from listings and walks, and
+    ``PermissionDeniedError`` for changes. With ``cross_mounts=True`` the tree shows what is
+    mounted there instead (only this process's own FUSE mountpoints stay hidden); a tree that
+    serves a mount must then not reach another mount that can reach it back, or both wait for
+    each other.
+
     Raises ``FileNotFoundError``/``NotADirectoryError`` (about the host path) when ``path`` is not
     a directory, and ``PermissionDeniedError`` when it is at or under a guarded mountpoint.
     """
-    return DirFileSystem(path, read_only=read_only, strict=strict)
+    return DirFileSystem(path, read_only=read_only, cross_mounts=cross_mounts, strict=strict)
 
 
 class DirFileSystem:
@@ -182,9 +214,12 @@ class DirFileSystem:
     __slots__ = (
         "__weakref__",
         "_close",
+        "_cross_mounts",
         "_dirs",
         "_guard_snapshot",
         "_guard_view",
+        "_mounts_below",
+        "_mounts_snapshot",
         "_observers",
         "_openat2",
         "_origin",
@@ -204,6 +239,7 @@ class DirFileSystem:
         path: str | os.PathLike[str],
         *,
         read_only: bool = False,
+        cross_mounts: bool = False,
         use_openat2: bool | None = None,
         strict: bool = False,
     ) -> None:
@@ -223,11 +259,15 @@ class DirFileSystem:
             self._close()
             raise PermissionDeniedError(host) from None
         self._read_only = read_only
+        # Strict mode refuses mounts (UnsafePathError) rather than leave them out.
+        self._cross_mounts = cross_mounts or strict
         self._observers = Observers()
         self._openat2 = have_openat2() if use_openat2 is None else use_openat2 and have_openat2()
         self._guard_snapshot: tuple[Mountpoint, ...] = ()
         self._guard_view: GuardView | None = None
-        self._root_checks_names = False  # the root holds a guarded mountpoint
+        self._mounts_snapshot: tuple[str, ...] = ()  # the mount table the view was made from
+        self._mounts_below: tuple[str, ...] = ()  # its mountpoints below the root (tree paths)
+        self._root_checks_names = False  # the root holds a hidden mountpoint
         self._strict = strict
         self._root_mount = _mount_id(root) if strict else -1
         self._origin: DirFileSystem | None = None
@@ -243,10 +283,13 @@ class DirFileSystem:
         view._close = weakref.finalize(view, _close_all, root, OrderedDict())
         view._real = self._real
         view._read_only = self._read_only
+        view._cross_mounts = True  # not hidden: strict mode refuses every mount crossing, loudly
         view._observers = self._observers
         view._openat2 = self._openat2
         view._guard_snapshot = ()
         view._guard_view = None
+        view._mounts_snapshot = ()
+        view._mounts_below = ()
         view._root_checks_names = False
         view._strict = True
         view._root_mount = _mount_id(root)
@@ -264,10 +307,10 @@ class DirFileSystem:
         self._close()
 
     def __repr__(self) -> str:
-        flag = ", read_only=True" if self._read_only else ""
-        if self._strict:
-            flag += ", strict=True"
-        return f"dir_fs({self._real!r}{flag})"
+        flags = ", read_only=True" if self._read_only else ""
+        flags += ", strict=True" if self._strict else ""
+        flags += ", cross_mounts=True" if self._cross_mounts and not self._strict else ""
+        return f"dir_fs({self._real!r}{flags})"
 
     def watch(self, callback: ChangeCallback) -> Callable[[], None]:
         return self._observers.subscribe(callback)
@@ -724,16 +767,29 @@ class DirFileSystem:
             raise ReadOnlyMountError(path)
 
     def _guards(self) -> GuardView | None:
+        """What this tree hides now: guarded mountpoints and, unless it crosses mounts, every
+        mount below its root; ``None`` when that is nothing. The same object until one of the
+        two snapshots it is made from changes (two identity checks per operation)."""
         snapshot = guarded_mountpoints()
-        if not snapshot:
-            return None
-        if snapshot is not self._guard_snapshot:
-            view = guard_view(snapshot, self._real)
+        mounts = () if self._cross_mounts else mountpoints()
+        if snapshot is self._guard_snapshot and mounts is self._mounts_snapshot:
+            return self._guard_view
+        real = _fd_path(self._root, self._real)  # where the root is now
+        below = mounts_below(mounts, real)
+        if snapshot is not self._guard_snapshot or below != self._mounts_below:
+            view = guard_view(snapshot, real) if snapshot else None
+            if below or (view is not None and not self._cross_mounts):
+                # Hiding every mount also refuses, while resolving, one the table lists not yet.
+                view = with_mounts(view, self._root, below, use_openat2=self._openat2)
             root = os.fstat(self._root)
             self._forget_dirs(ROOT)  # cached under the old view: no name checks recorded
-            self._root_checks_names = (root.st_dev, root.st_ino) in view.parents
+            self._root_checks_names = (
+                view is not None and (root.st_dev, root.st_ino) in view.parents
+            )
             self._guard_view = view
             self._guard_snapshot = snapshot
+            self._mounts_below = below
+        self._mounts_snapshot = mounts
         return self._guard_view
 
     def _cached_dir(self, path: str, guard: GuardView | None) -> _CachedDir | None:
@@ -985,7 +1041,7 @@ class DirFileSystem:
             except OSError as error:
                 if error.errno != errno.EXDEV:
                     raise
-            if _covered_by_guard(top, name, guard):
+            if guard.hides_mounts or _covered_by_guard(top, name, guard):
                 raise _Hidden
         elif _same_device_as_guard(top, guard) and _covered_by_guard(top, name, guard):
             raise _Hidden

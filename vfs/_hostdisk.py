@@ -26,13 +26,17 @@ yield to the loop every :data:`CHECKPOINT_EVERY` entries; only ``fsync`` goes to
 Process-wide state: the mountpoint guard
 -----------------------------------------
 :func:`guard_mountpoint` registers a directory that this process is about to mount a FUSE
-filesystem on. It is the one piece of process-wide state in ``vfs``, and has to be: a FUSE daemon
+filesystem on. It is process-wide state (as is the mount table, ``vfs._mounts``), and has to be: a FUSE daemon
 serves its mount from its own event loop, so if any tree in the same process looks *through* that
 mount (a ``dir_fs`` over the cwd while the mount sits at ``./mnt``), the kernel sends the request
 back to the daemon, which is blocked waiting for it: a deadlock. Every host tree in the process
 must therefore avoid the mountpoint, whichever tree object it was reached from. The guard records
 the mountpoint's host path and its ``(st_dev, st_ino)`` before the mount covers it;
 :class:`GuardView` tells a tree which of its paths and which directory identities to hide.
+A ``dir_fs`` that does not cross mounts hides every other mount below its root the same way
+(:func:`with_mounts` adds them to its view from the mount table): a tree reaching into another
+FUSE mount whose tree reaches back would deadlock the two daemons. ``local_file_system`` is the
+host disk as the native tools see it, so it crosses mounts and hides only guarded mountpoints.
 """
 
 from __future__ import annotations
@@ -475,11 +479,18 @@ class GuardView:
     the directory identities of every guarded mountpoint (reachable through bind mounts).
     ``parents`` are the identities of the directories holding them: only a name in one of
     those directories can be a guarded mountpoint (directories have one parent, and a bind
-    mount shows the same directory)."""
+    mount shows the same directory).
+
+    ``hides_mounts``: every mount below the root is hidden too, not only guarded ones (a
+    ``dir_fs`` that does not cross mounts, see :func:`with_mounts`): any mount crossing found
+    while resolving is hidden, and the mounts known from the mount table (on directories or on
+    files) are in ``identities`` and ``parents`` like guarded ones, so final names and listings
+    drop them untouched."""
 
     tree_paths: tuple[str, ...]
     identities: frozenset[tuple[int, int]]
     parents: frozenset[tuple[int, int]] = frozenset()
+    hides_mounts: bool = False
 
     def hides(self, tree_path: str) -> bool:
         return any(is_under(tree_path, hidden) for hidden in self.tree_paths)
@@ -505,6 +516,86 @@ def guard_view(snapshot: tuple[Mountpoint, ...], root_real: str) -> GuardView:
     )
 
 
+def mounts_below(mounts: tuple[str, ...], root_real: str) -> tuple[str, ...]:
+    """The mountpoints among ``mounts`` (canonical host paths) strictly below the host directory
+    ``root_real``, as tree paths, outermost only: a mount on a mount below the root is out of
+    reach once the lower one is hidden."""
+    prefix = root_real.rstrip("/") + "/"
+    found: set[str] = set()
+    for host in mounts:
+        if host.startswith(prefix) and len(host) > len(prefix):
+            found.add("/" + host[len(prefix) :])
+    outermost = []
+    for path in found:
+        up = path.rpartition("/")[0]
+        while up and up not in found:
+            up = up.rpartition("/")[0]
+        if not up:
+            outermost.append(path)
+    return tuple(sorted(outermost))
+
+
+def with_mounts(
+    view: GuardView | None, root: int, below: tuple[str, ...], *, use_openat2: bool
+) -> GuardView:
+    """``view`` (or nothing guarded) for a tree whose root descriptor is ``root``, also hiding
+    every mount: the mountpoints ``below`` it (tree paths, from :func:`mounts_below`) join its
+    identities and parents.
+
+    A covered directory's (or file's) identity is taken without touching its mount: the holding
+    directory's ``st_dev`` and the name's inode as ``readdir`` of the holding directory reports
+    it (the covered one's, the mount notwithstanding). The holding directories are opened from
+    ``root`` without crossing a mount and without following a symlink; one that moved or went
+    away since the mount table was read is left out (resolving through it still refuses the
+    crossing)."""
+    identities = set(view.identities) if view is not None else set()
+    parents = set(view.parents) if view is not None else set()
+    names: dict[str, set[str]] = {}
+    for path in below:
+        head, _, name = path.rpartition("/")
+        names.setdefault(head or "/", set()).add(name)
+    for holder, wanted in names.items():
+        try:
+            fd = _open_holder(root, holder, use_openat2)
+        except OSError:
+            continue
+        try:
+            found = os.fstat(fd)
+            parents.add((found.st_dev, found.st_ino))
+            with os.scandir(fd) as entries:
+                for entry in entries:
+                    if entry.name in wanted:
+                        identities.add((found.st_dev, entry.inode()))
+        except OSError:
+            continue
+        finally:
+            os.close(fd)
+    return GuardView(
+        view.tree_paths if view is not None else (),
+        frozenset(identities),
+        frozenset(parents),
+        hides_mounts=True,
+    )
+
+
+def _open_holder(root: int, path: str, use_openat2: bool) -> int:
+    """A readable descriptor of the directory at tree path ``path`` below ``root``, reached
+    without crossing a mount or following a symlink."""
+    if use_openat2:
+        relative = "." if path == "/" else path[1:]
+        resolve = RESOLVE_IN_ROOT | RESOLVE_NO_XDEV | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS
+        return openat2(root, relative, O_DIR, 0, resolve)
+    fd = os.open(".", O_DIR, dir_fd=root)
+    for name in path.split("/"):
+        if name:
+            try:
+                child = os.open(name, O_DIR_NOFOLLOW, dir_fd=fd)
+            finally:
+                os.close(fd)
+            fd = child
+    return fd
+
+
 # --------------------------------------------------------------------------------------------
 # Native walks over directory descriptors.
 
@@ -523,10 +614,16 @@ def _listing(
     fd: int, rel_dir: str, descend: bool, guard: GuardView | None, base: str
 ) -> list[_Listed]:
     items: list[_Listed] = []
-    dev = os.fstat(fd).st_dev if guard is not None and guard.identities else 0
+    identities = guard.identities if guard is not None else frozenset()
+    hidden_paths = guard.tree_paths if guard is not None else ()
+    dev = os.fstat(fd).st_dev if identities else 0
     with os.scandir(fd) as entries:
         for entry in entries:
             name = entry.name
+            # By the inode readdir reports, before the type: where readdir gives no type, asking
+            # for it is an lstat, which would cross the mount. (A file can be a mountpoint too.)
+            if identities and (dev, entry.inode()) in identities:
+                continue
             try:
                 if entry.is_symlink():
                     kind: Kind = "symlink"
@@ -537,9 +634,9 @@ def _listing(
                     kind = "directory" if is_dir else "file"
             except builtins.FileNotFoundError:
                 continue  # removed while we listed
-            if is_dir and guard is not None:
+            if is_dir and hidden_paths and guard is not None:
                 rel = name if not rel_dir else rel_dir + "/" + name
-                if guard.hides_identity(dev, entry.inode()) or guard.hides(_join(base, rel)):
+                if guard.hides(_join(base, rel)):
                     continue
             items.append((name, name, kind, regular, False))
             if is_dir and descend:

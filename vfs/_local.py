@@ -21,7 +21,8 @@ file tools see it. It is not confined (it *is* the host disk) and it speaks host
 The walks, the atomic ``write`` and the error translation are shared with ``dir_fs``
 (``vfs._hostdisk``), including the I/O policy (syscalls inline on the event loop, long walks
 yield, big reads on a worker thread) and the mountpoint guard (walks skip a directory this process
-is serving as a FUSE mount, so they never read through it).
+is serving as a FUSE mount, so they never read through it). Unlike ``dir_fs`` it crosses every
+other mount, as the native tools do: it is the host disk, mounts included.
 """
 
 from __future__ import annotations
