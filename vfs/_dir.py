@@ -152,6 +152,7 @@ from ._hostdisk import (
 from ._match import compile_glob, compile_grep
 from ._mounts import mountpoints
 from ._paths import ROOT, base_name, is_under, join_path, normalize_path, parent_path, split_path
+from ._resolve import drive_sync, resolution
 from ._types import (
     MISSING,
     SPECIAL_TYPE_BITS,
@@ -161,6 +162,7 @@ from ._types import (
     FileInfo,
     GrepQuery,
     GrepResult,
+    Kind,
     NamedListing,
     OpenFile,
     SearchQuery,
@@ -171,7 +173,6 @@ from ._types import (
 from ._walk import glob_start
 from ._watch import Observers
 
-_MAX_LINKS = 40
 _HOST_NODE_TYPES = frozenset({"fifo", "socket"})  # never device nodes: see DirFileSystem.mknod
 _DIR_CACHE_SIZE = 64  # directory descriptors a tree keeps open for resolving parents
 _DIR_CACHE_TTL = 1.0  # seconds a cached directory is trusted to still be at its tree path
@@ -957,75 +958,51 @@ class DirFileSystem:
     def _walk(
         self, path: str, flags: int, guard: GuardView | None, follow: bool, mode: int
     ) -> tuple[int, str]:
-        """Resolve ``path`` one segment at a time, confined to the root, as ``openat2`` would."""
-        pending = split_path(path)[::-1]
-        dirs: list[int] = []  # open directories below the root, deepest last
-        names: list[str] = []  # their names: the canonical path so far
-        links = 0
-        try:
-            while pending:
-                name = pending.pop()
-                if name in ("", "."):
-                    continue
-                if name == "..":
-                    if dirs:
-                        os.close(dirs.pop())
-                        names.pop()
-                    continue
-                top = dirs[-1] if dirs else self._root
-                canonical = "/" + "/".join([*names, name])
-                last = not pending
-                if last and not follow:
-                    self._check_name(top, name, canonical, guard)
-                    fd = os.open(name, flags | os.O_NOFOLLOW | O_CLOEXEC, mode, dir_fd=top)
-                    return self._same_mount(fd, path), canonical
-                try:
-                    fd = self._same_mount(self._step(top, name, canonical, guard), path)
-                except builtins.FileNotFoundError:
-                    if last and flags & os.O_CREAT:
-                        fd = os.open(name, flags | os.O_NOFOLLOW | O_CLOEXEC, mode, dir_fd=top)
-                        return fd, canonical
-                    raise
-                info = os.fstat(fd)
-                if stat.S_ISLNK(info.st_mode):
-                    os.close(fd)
-                    if self._strict:
-                        raise UnsafePathError(path, errno=errno.ELOOP)
-                    links += 1
-                    if links > _MAX_LINKS:
-                        raise_errno(errno.ELOOP)
-                    target = os.readlink(name, dir_fd=top)
-                    if target.startswith("/"):  # absolute: from this tree's root
-                        while dirs:
-                            os.close(dirs.pop())
-                        names.clear()
-                    pending.extend(reversed(target.split("/")))
-                    continue
-                if guard is not None and guard.hides_identity(info.st_dev, info.st_ino):
-                    os.close(fd)
-                    raise _Hidden
-                if last:
-                    if flags & os.O_CREAT and flags & os.O_EXCL:
-                        os.close(fd)
-                        raise_errno(errno.EEXIST)
-                    if flags & O_PATH:
-                        if flags & os.O_DIRECTORY and not stat.S_ISDIR(info.st_mode):
-                            os.close(fd)
-                            raise_errno(errno.ENOTDIR)
-                        return fd, canonical
-                    os.close(fd)
-                    reopened = os.open(name, flags | os.O_NOFOLLOW | O_CLOEXEC, mode, dir_fd=top)
-                    return reopened, canonical
-                if not stat.S_ISDIR(info.st_mode):
-                    os.close(fd)
-                    raise_errno(errno.ENOTDIR)
-                dirs.append(fd)
-                names.append(name)
-            top = dirs[-1] if dirs else self._root
-            return os.open(".", flags | O_CLOEXEC, mode, dir_fd=top), "/" + "/".join(names)
-        finally:
-            for fd in dirs:
+        """Resolve ``path`` one segment at a time, confined to the root, as ``openat2`` would:
+        :mod:`vfs._resolve`'s rules, answered with ``O_PATH | O_NOFOLLOW`` descriptors of each
+        real directory (never a path longer than one name, so past ``PATH_MAX`` too)."""
+        dirs: dict[str, int] = {ROOT: self._root}  # the real directories reached, open
+
+        def kind(real: str) -> Kind:
+            try:
+                step = self._step(dirs[parent_path(real)], base_name(real), real, guard)
+            except builtins.FileNotFoundError:
+                return "missing"
+            fd = self._same_mount(step, path)
+            info = os.fstat(fd)
+            if stat.S_ISLNK(info.st_mode):
                 os.close(fd)
+                return "symlink"
+            if guard is not None and guard.hides_identity(info.st_dev, info.st_ino):
+                os.close(fd)
+                raise _Hidden
+            if stat.S_ISDIR(info.st_mode):
+                dirs[real] = fd
+                return "directory"
+            os.close(fd)
+            return "file"
+
+        def target(real: str) -> str:  # asked only of a link the resolution follows
+            if self._strict:
+                raise UnsafePathError(path, errno=errno.ELOOP)
+            return os.readlink(base_name(real), dir_fd=dirs[parent_path(real)])
+
+        try:
+            found = drive_sync(resolution(path, follow=follow), kind, target).check(path)
+            if found.path == ROOT:
+                return os.open(".", flags | O_CLOEXEC, mode, dir_fd=self._root), ROOT
+            if found.kind != "missing" and flags & os.O_CREAT and flags & os.O_EXCL:
+                raise_errno(errno.EEXIST)
+            if found.kind == "missing" and not flags & os.O_CREAT:
+                raise_errno(errno.ENOENT)
+            parent = dirs[parent_path(found.path)]
+            name = base_name(found.path)
+            fd = os.open(name, flags | os.O_NOFOLLOW | O_CLOEXEC, mode, dir_fd=parent)
+            return self._same_mount(fd, path), found.path
+        finally:
+            for real, fd in dirs.items():
+                if real != ROOT:
+                    os.close(fd)
 
     def _step(self, top: int, name: str, canonical: str, guard: GuardView | None) -> int:
         """``O_PATH | O_NOFOLLOW`` descriptor of ``name`` in ``top``, refusing guarded places

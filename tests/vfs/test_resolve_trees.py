@@ -1,7 +1,8 @@
 """What a policy judges is what its tree then touches, on random symlink graphs.
 
 Every file holds its own real path. For each tree kind (``temp_fs``, ``cow_fs`` over ``temp_fs``
-and over ``dir_fs``, ``dir_fs`` on a real directory), every path of up to three names is read
+and over ``dir_fs``, ``dir_fs`` on a real directory, with ``openat2`` and with its own walk),
+every path of up to three names is read
 through the tree (which tells where it went: the content) and through ``policy_fs`` with one real
 file denied: the
 policy must refuse exactly the paths that reach that file, however the links spell it (``..``,
@@ -20,9 +21,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import vfs
+from vfs._dir import DirFileSystem
 from vfs._policy import PolicyDeniedError
 
-KINDS = ("temp", "cow", "cow-dir", "dir")
+KINDS = ("temp", "cow", "cow-dir", "dir", "dir-walk")  # dir-walk: dir_fs without openat2
 # A skeleton of directories and files, then links at three places drawn over it.
 SKELETON = [
     ("/a", ("dir", "")),
@@ -55,8 +57,10 @@ async def build(
     kind: str, layout: list[tuple[str, tuple[str, str]]], host: Path
 ) -> vfs.PosixFileSystem:
     """``layout`` in a tree of ``kind``; files hold their own path."""
-    if kind in ("dir", "cow-dir"):
-        base: vfs.PosixFileSystem = vfs.posix_view(vfs.dir_fs(host))
+    if kind == "dir-walk":
+        base: vfs.PosixFileSystem = DirFileSystem(host, use_openat2=False)
+    elif kind in ("dir", "cow-dir"):
+        base = vfs.posix_view(vfs.dir_fs(host))
     else:
         base = vfs.posix_view(vfs.temp_fs())
     tree = vfs.posix_view(vfs.cow_fs(base)) if kind.startswith("cow") else base
