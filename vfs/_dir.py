@@ -116,6 +116,8 @@ from ._errors import (
     UnsafePathError,
 )
 from ._hostdisk import (
+    NODE_PLACEHOLDER_MODE,
+    NODE_XATTR,
     O_CLOEXEC,
     O_DIR,
     O_PATH,
@@ -128,6 +130,7 @@ from ._hostdisk import (
     RESOLVE_NO_XDEV,
     GuardView,
     Mountpoint,
+    as_node,
     chmod_nofollow,
     file_info,
     glob_fd,
@@ -135,13 +138,16 @@ from ._hostdisk import (
     guard_view,
     guarded_mountpoints,
     have_openat2,
+    is_node_placeholder,
     list_fd,
     list_info_fd,
     memory_backed,
     mounts_below,
+    node_record,
     openat2,
     os_error,
     raise_errno,
+    read_node,
     read_whole,
     renameat2,
     with_mounts,
@@ -173,7 +179,55 @@ from ._types import (
 from ._walk import glob_start
 from ._watch import Observers
 
-_HOST_NODE_TYPES = frozenset({"fifo", "socket"})  # never device nodes: see DirFileSystem.mknod
+_HOST_NODE_TYPES = frozenset({"fifo", "socket"})  # device nodes are emulated: DirFileSystem.mknod
+
+
+def _info_at(st: os.stat_result, dirfd: int, name: str) -> FileInfo:
+    """The FileInfo of the entry ``name`` in ``dirfd`` that ``st`` describes (an emulated device
+    node shown as one)."""
+    info = file_info(st)
+    return as_node(info, f"/proc/self/fd/{dirfd}/{name}") if is_node_placeholder(st) else info
+
+
+def _info_fd(st: os.stat_result, fd: int) -> FileInfo:
+    info = file_info(st)
+    return as_node(info, f"/proc/self/fd/{fd}", follow=True) if is_node_placeholder(st) else info
+
+
+def _make_node_placeholder(dirfd: int, name: str, special: Special, rdev: int, mode: int) -> None:
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | O_CLOEXEC
+    fd = os.open(name, flags, 0o600, dir_fd=dirfd)
+    try:
+        os.fchmod(fd, NODE_PLACEHOLDER_MODE)
+        os.setxattr(fd, NODE_XATTR, node_record(special, rdev, mode))
+    except OSError as error:
+        os.close(fd)
+        fd = -1
+        with contextlib.suppress(OSError):
+            os.unlink(name, dir_fd=dirfd)
+        if error.errno in (errno.ENOTSUP, errno.EOPNOTSUPP):
+            raise_errno(errno.EPERM)  # no user xattrs here: no way to keep a node
+        raise
+    finally:
+        if fd >= 0:
+            os.close(fd)
+
+
+def _set_node_mode(dirfd: int, name: str, mode: int) -> bool:
+    """Change the recorded mode of an emulated device node (its placeholder keeps its own);
+    False when ``name`` is no such node."""
+    st = os.stat(name, dir_fd=dirfd, follow_symlinks=False)
+    if not is_node_placeholder(st):
+        return False
+    where = f"/proc/self/fd/{dirfd}/{name}"
+    node = read_node(where, follow=False)
+    if node is None:
+        return False
+    special, rdev, _ = node
+    os.setxattr(where, NODE_XATTR, node_record(special, rdev, mode), follow_symlinks=False)
+    return True
+
+
 _DIR_CACHE_SIZE = 64  # directory descriptors a tree keeps open for resolving parents
 _DIR_CACHE_TTL = 1.0  # seconds a cached directory is trusted to still be at its tree path
 _RETRIES = 8
@@ -349,12 +403,12 @@ class DirFileSystem:
             try:
                 with self._at(path, None, looking=True) as (dirfd, name):
                     found = os.stat(name, dir_fd=dirfd, follow_symlinks=False)
+                    if not stat.S_ISLNK(found.st_mode):
+                        return _info_at(found, dirfd, name)
             except OSError as error:
                 if error.errno in _MISSING:
                     return MISSING
                 raise os_error(error, path) from None
-            if not stat.S_ISLNK(found.st_mode):
-                return file_info(found)
         try:
             fd, _ = self._open(path, O_PATH, guard)
         except _Hidden:
@@ -364,7 +418,7 @@ class DirFileSystem:
                 return MISSING
             raise os_error(error, path) from None
         try:
-            return file_info(os.fstat(fd))
+            return _info_fd(os.fstat(fd), fd)
         finally:
             os.close(fd)
 
@@ -486,7 +540,8 @@ class DirFileSystem:
             fast = None if path == ROOT else self._in_parent(path, guard)
             if fast is not None:
                 # One fstatat in the (cached) parent directory.
-                return file_info(os.stat(fast[1], dir_fd=fast[0], follow_symlinks=False))
+                found = os.stat(fast[1], dir_fd=fast[0], follow_symlinks=False)
+                return _info_at(found, fast[0], fast[1])
             # The entry itself, resolved once under the confinement rules with a final symlink
             # not followed, then fstat: fewer calls than resolving the parent and, under a
             # guard, checking the final name for a mount crossing separately.
@@ -498,7 +553,7 @@ class DirFileSystem:
                 return MISSING
             raise os_error(error, path) from None
         try:
-            return file_info(os.fstat(fd))
+            return _info_fd(os.fstat(fd), fd)
         finally:
             os.close(fd)
 
@@ -684,7 +739,7 @@ class DirFileSystem:
                         os.close(fd)
                 if uid is not None or gid is not None:
                     _chown_at(dirfd, name, uid, gid)  # before chmod: chown clears set-id bits
-                if mode is not None:
+                if mode is not None and not _set_node_mode(dirfd, name, self._mode_bits(mode)):
                     chmod_nofollow(dirfd, name, self._mode_bits(mode))
                 if atime_ns is not None or mtime_ns is not None:
                     if atime_ns is None or mtime_ns is None:
@@ -692,7 +747,8 @@ class DirFileSystem:
                         atime_ns = now.st_atime_ns if atime_ns is None else atime_ns
                         mtime_ns = now.st_mtime_ns if mtime_ns is None else mtime_ns
                     os.utime(name, ns=(atime_ns, mtime_ns), dir_fd=dirfd, follow_symlinks=False)
-                info = file_info(os.stat(name, dir_fd=dirfd, follow_symlinks=False))
+                found = os.stat(name, dir_fd=dirfd, follow_symlinks=False)
+                info = _info_at(found, dirfd, name)
         except OSError as error:
             raise os_error(error, path) from None
         if size is not None:
@@ -728,19 +784,24 @@ class DirFileSystem:
         uid: int | None = None,
         gid: int | None = None,
     ) -> None:
-        """A FIFO or a socket in the host directory; device nodes are refused (``EPERM``): one
-        made here would be a real device on the host for anyone who can open it there."""
+        """A FIFO or a socket in the host directory. A device node is never made on the host (it
+        would be a real device there for anyone who can open it): it is emulated by an empty
+        regular file (mode 1600) recording the node in an xattr (see ``vfs._hostdisk``), and is
+        shown as the node; where the host has no user xattrs, it is refused (``EPERM``)."""
         path = normalize_path(path)
         self._refuse_read_only(path)
-        if special not in _HOST_NODE_TYPES:
-            raise PathError(path, errno=errno.EPERM)
         try:
             with self._at(path, self._guards(), denied=path) as (dirfd, name):
-                # Private until it has its owner, as files are (see open).
-                os.mknod(name, SPECIAL_TYPE_BITS[special] | 0o600, dir_fd=dirfd)
-                if uid is not None or gid is not None:
-                    _chown_at(dirfd, name, uid, gid)
-                chmod_nofollow(dirfd, name, self._mode_bits(mode))
+                if special not in _HOST_NODE_TYPES:
+                    _make_node_placeholder(dirfd, name, special, rdev, self._mode_bits(mode))
+                    if uid is not None or gid is not None:
+                        _chown_at(dirfd, name, uid, gid)
+                else:
+                    # Private until it has its owner, as files are (see open).
+                    os.mknod(name, SPECIAL_TYPE_BITS[special] | 0o600, dir_fd=dirfd)
+                    if uid is not None or gid is not None:
+                        _chown_at(dirfd, name, uid, gid)
+                    chmod_nofollow(dirfd, name, self._mode_bits(mode))
         except OSError as error:
             raise os_error(error, path) from None
         self._forget_dirs(path)  # a directory removed behind the tree's back may be cached

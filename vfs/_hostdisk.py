@@ -55,7 +55,8 @@ import struct
 import sys
 import threading
 from collections.abc import AsyncGenerator, Callable, Generator, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import cast
 
 import anyio.lowlevel
 import anyio.to_thread
@@ -77,7 +78,15 @@ from ._errors import (
 )
 from ._match import GlobPlan, LineGrep, compile_grep, compile_grep_glob
 from ._paths import is_under
-from ._types import SPECIAL_OF_TYPE_BITS, DirEntry, FileInfo, GrepQuery, GrepResult, Kind
+from ._types import (
+    SPECIAL_OF_TYPE_BITS,
+    DirEntry,
+    FileInfo,
+    GrepQuery,
+    GrepResult,
+    Kind,
+    Special,
+)
 
 CHECKPOINT_EVERY = 64
 """A long walk yields to the event loop after this many entries."""
@@ -318,6 +327,48 @@ def file_info(st: os.stat_result) -> FileInfo:
         # Which host file (names of one file share it; a replaced file gets another).
         None if fmt == stat.S_IFDIR else st.st_dev << 64 | st.st_ino,
     )
+
+
+# Device nodes are never made on the host (one there would be a real device for anyone who can
+# open it): a tree's char or block node is an empty regular file of this unusual mode (sticky,
+# owner read-write), which is what the host sees, with its type, rdev and mode in this xattr.
+NODE_PLACEHOLDER_MODE = 0o1600
+NODE_XATTR = "user.agentroot.node"
+
+
+def is_node_placeholder(st: os.stat_result) -> bool:
+    return (
+        stat.S_ISREG(st.st_mode)
+        and st.st_mode & 0o7777 == NODE_PLACEHOLDER_MODE
+        and st.st_size == 0
+    )
+
+
+def node_record(special: str, rdev: int, mode: int) -> bytes:
+    return f"{special} {rdev} {mode & 0o7777:o}".encode()
+
+
+def read_node(where: str, *, follow: bool) -> tuple[Special, int, int] | None:
+    """The emulated node recorded on the placeholder at ``where`` (a ``/proc/self/fd`` path),
+    or ``None`` for a plain empty file."""
+    try:
+        text = os.getxattr(where, NODE_XATTR, follow_symlinks=follow).decode()
+        kind, rdev, mode = text.split()
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+    if kind not in ("char", "block"):
+        return None
+    return cast(Special, kind), int(rdev), int(mode, 8)
+
+
+def as_node(info: FileInfo, where: str, *, follow: bool = False) -> FileInfo:
+    """``info`` of a placeholder (:func:`is_node_placeholder`) as the device node it stands for,
+    if ``where`` (its ``/proc/self/fd`` path) records one."""
+    node = read_node(where, follow=follow)
+    if node is None:
+        return info
+    special, rdev, mode = node
+    return replace(info, special=special, rdev=rdev, mode=mode, file_id=None)
 
 
 def read_fd(fd: int) -> bytes:
@@ -685,7 +736,10 @@ def list_info_fd(
                 st = entry.stat(follow_symlinks=False)
             except builtins.FileNotFoundError:
                 continue  # removed while we listed
-            found.append((name, file_info(st)))
+            info = file_info(st)
+            if is_node_placeholder(st):
+                info = as_node(info, f"/proc/self/fd/{fd}/{name}")
+            found.append((name, info))
     found.sort(key=_first)
     return found
 
