@@ -51,10 +51,16 @@ def build_tree(kind: str, backing: str | None) -> Any:
         if backing is None:
             sys.exit("dir needs --backing")
         return vfs.dir_fs(backing)
-    if kind == "cow":  # what `mountd mount` serves at / by default: changes in memory
+    if kind == "cow":  # `mountd mount --ephemeral`'s tree at /: changes in memory
         if backing is None:
             sys.exit("cow needs --backing")
         return vfs.cow_fs(vfs.dir_fs(backing))
+    if kind == "cowdisk":  # what `mountd mount` serves at / by default: changes in a session
+        if backing is None:
+            sys.exit("cowdisk needs --backing")
+        upper = backing.rstrip("/") + ".upper"  # (where a session's upper would be)
+        os.makedirs(upper, exist_ok=True)
+        return vfs.cow_fs(vfs.dir_fs(backing), vfs.dir_fs(upper))
     sys.exit(f"unknown tree kind {kind!r}")
 
 
@@ -172,7 +178,7 @@ async def serve(args: argparse.Namespace, reply: io.TextIOBase) -> None:
 
 def main() -> int:
     p = argparse.ArgumentParser()
-    p.add_argument("kind", choices=("temp", "dir", "cow"))
+    p.add_argument("kind", choices=("temp", "dir", "cow", "cowdisk"))
     p.add_argument("mountpoint")
     p.add_argument("--backing")
     p.add_argument("--parent", type=int, required=True)

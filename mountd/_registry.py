@@ -61,6 +61,7 @@ class MountState:
     pid_start: int | None
     started: float
     counters: Mapping[str, int] = field(default_factory=dict)
+    session: str = ""  # the directory keeping the default tree's changes (mountd._sessions)
 
     def to_json(self) -> str:
         return json.dumps(
@@ -72,6 +73,7 @@ class MountState:
                 "pid_start": self.pid_start,
                 "started": self.started,
                 "counters": dict(sorted(self.counters.items())),
+                "session": self.session,
             },
             indent=1,
         )
@@ -87,6 +89,7 @@ class MountState:
             pid_start=None if data.get("pid_start") is None else int(data["pid_start"]),
             started=float(data["started"]),
             counters={str(k): int(v) for k, v in dict(data.get("counters", {})).items()},
+            session=str(data.get("session", "")),
         )
 
 

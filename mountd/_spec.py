@@ -465,20 +465,24 @@ def _expected(names: tuple[str, ...]) -> str:
 # --- the embedded default, building and describing ---------------------------------------------
 
 
-def default_layer(cwd: str | os.PathLike[str]) -> Layer:
+def default_layer(cwd: str | os.PathLike[str], upper: Path | None = None) -> Layer:
     """The tree ``mountd mount MOUNTPOINT`` serves without a spec: :func:`cow_layer` of ``cwd``
     at ``/`` and a writable in-memory ``/tmp``. The cow never writes its lower; the lower is
     writable so that ``mountd apply`` can write the changes back."""
-    return UnionLayer((("/", cow_layer(cwd)), ("/tmp", TempLayer())))
+    return UnionLayer((("/", cow_layer(cwd, upper=upper)), ("/tmp", TempLayer())))
 
 
-def cow_layer(cwd: str | os.PathLike[str], *, read_only: bool = False) -> CowLayer:
-    """``cwd`` under copy-on-write (changes in memory), with the repository policy when ``cwd``
-    holds a git repository (a ``.git`` directory). ``mountd run`` serves this; its lower is
-    writable so that ``--apply`` (and ``mountd apply``) can write the changes back."""
+def cow_layer(
+    cwd: str | os.PathLike[str], *, read_only: bool = False, upper: Path | None = None
+) -> CowLayer:
+    """``cwd`` under copy-on-write, with the repository policy when ``cwd`` holds a git
+    repository (a ``.git`` directory). The changes go to the directory ``upper`` (a session's:
+    durable, see :mod:`mountd._sessions`), else to memory. ``mountd run`` serves this; its lower
+    is writable so that ``--apply`` (and ``mountd apply``) can write the changes back."""
     path = Path(os.path.abspath(cwd))
     policy = "repository" if (path / ".git").is_dir() else None
-    return CowLayer(DirLayer(path, read_only=read_only), None, policy)
+    changes = None if upper is None else DirLayer(upper)
+    return CowLayer(DirLayer(path, read_only=read_only), changes, policy)
 
 
 def build(layer: Layer) -> vfs.FileSystem:
