@@ -91,7 +91,7 @@ from ._review import (
     outside_git,
 )
 from ._sandbox import conflicts, host_layout, sandbox_dir, sandbox_root
-from ._sessions import Choice, Session, SessionError, open_session
+from ._sessions import Session, SessionError, open_session
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 _CLONE_NEWNS = 0x00020000
@@ -660,8 +660,7 @@ def command(args: argparse.Namespace) -> int:
 
 def _run_session(project: str, args: argparse.Namespace) -> Session:
     """The session whose upper keeps the run's changes while it runs (mountd._sessions)."""
-    choice: Choice = "resume" if args.resume else "fresh" if args.fresh else "ask"
     try:
-        return open_session(project, "run", choice)
+        return open_session(project, "run", resume=args.resume, fresh=args.fresh)
     except SessionError as error:
         raise RunUsageError(str(error)) from None

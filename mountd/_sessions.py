@@ -39,7 +39,6 @@ from pathlib import Path
 from typing import Literal
 
 Kind = Literal["mount", "run"]
-Choice = Literal["ask", "resume", "fresh"]
 
 
 class SessionError(Exception):
@@ -85,8 +84,9 @@ class Session:
         self.release()
 
 
-def open_session(project: str, kind: Kind, choice: Choice = "ask") -> Session:
-    """Take the session of ``project`` for ``kind`` (see the module docstring)."""
+def open_session(project: str, kind: Kind, *, resume: bool = False, fresh: bool = False) -> Session:
+    """Take the session of ``project`` for ``kind``: with the changes an earlier one left
+    (``resume``), without them (``fresh``), or refusing to guess (see the module docstring)."""
     project = os.path.realpath(project)
     root = sessions_dir()
     real_root = os.path.realpath(root)
@@ -110,11 +110,11 @@ def open_session(project: str, kind: Kind, choice: Choice = "ask") -> Session:
     try:
         upper = session.upper
         earlier = upper.is_dir() and any(upper.iterdir())
-        if earlier and choice == "fresh":
+        if earlier and fresh:
             shutil.rmtree(upper)
             earlier = False
         upper.mkdir(exist_ok=True, mode=0o700)
-        if earlier and choice == "ask":
+        if earlier and not resume:
             made = _made(path)
             raise PendingChanges(
                 f"{project} holds the changes of an earlier `mountd {kind}` (from {made}, kept "

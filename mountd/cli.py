@@ -433,11 +433,10 @@ _SESSIONS: list[Any] = []  # the sessions this process serves (their locks die w
 
 def _default_session(cwd: str, args: argparse.Namespace) -> Any:
     """The session whose upper keeps the default tree's changes (see mountd._sessions)."""
-    from ._sessions import Choice, SessionError, open_session
+    from ._sessions import SessionError, open_session
 
-    choice: Choice = "resume" if args.resume else "fresh" if args.fresh else "ask"
     try:
-        return open_session(cwd, "mount", choice)
+        return open_session(cwd, "mount", resume=args.resume, fresh=args.fresh)
     except SessionError as error:
         raise Failure(str(error)) from None
 

@@ -19,17 +19,12 @@ import pytest
 
 from mountd import _registry as registry
 from tests.mountd.mounting import cleared_afterwards
+from tests.mountd.test_cli import private_state
 
 COMMAND = [sys.executable, "-m", "mountd"]
 
 
-@pytest.fixture(autouse=True)
-def private_state(
-    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    runtime = tmp_path_factory.mktemp("runtime")
-    runtime.chmod(0o700)
-    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
+__all__ = ["private_state"]  # the autouse fixture: every test gets its own state directory
 
 
 def mountd(*args: str, cwd: Path, timeout: float = 60) -> subprocess.CompletedProcess[str]:
