@@ -170,6 +170,7 @@ class CowFileSystem:
         "_observers",
         "_persist",
         "_ready",
+        "_saved",
         "_staged",
         "_upper",
         "_upper_tree",
@@ -181,6 +182,7 @@ class CowFileSystem:
         self._lower = posix_view(lower)
         self._upper = posix_view(self._upper_tree)
         self._persist = upper is not None
+        self._saved: str | None = None  # the record as the upper holds it (when durable)
         self._meta = CowMeta()
         self._observers = Observers()
         self._dirs: set[str] = set()  # real merged directories, symlink-free (see docstring)
@@ -234,7 +236,9 @@ class CowFileSystem:
             with self._quietly():
                 loaded = False
                 if self._persist and (await self._upper.lstat(META_PATH)).kind == "file":
-                    self._meta = CowMeta.loads((await _read_all(self._upper, META_PATH)).decode())
+                    text = (await _read_all(self._upper, META_PATH)).decode()
+                    self._meta = CowMeta.loads(text)
+                    self._saved = text
                     loaded = True
                 if not loaded:
                     await self._copy_root()
@@ -277,13 +281,19 @@ class CowFileSystem:
             await _remove_tree(self._upper, _STAGE, keep_root=True)
 
     async def _save(self) -> None:
-        """Write the record into a durable upper (write, then rename over the old one)."""
+        """Write the record into a durable upper (write, then rename over the old one), unless
+        the upper already holds it (most changes of files the upper made change no record)."""
         if not self._persist:
             return
+        text = self._meta.dumps()
+        if text == self._saved:
+            return
         with self._quietly():
-            await self._reserved_dir()
-            await self._upper.write(_META_TEMP, self._meta.dumps())
+            if self._saved is None:
+                await self._reserved_dir()
+            await self._upper.write(_META_TEMP, text)
             await self._upper.rename(_META_TEMP, META_PATH)
+        self._saved = text
 
     async def _reserved_dir(self) -> None:
         if (await self._upper.lstat(RESERVED)).kind != "directory":
