@@ -222,6 +222,7 @@ async def _run(request: RunRequest, bwrap: str, user: SandboxUser) -> int:
         at=request.at,
         binds=binds,
         landlock_abi=landlock_abi(),
+        cache=registry.state_dir(create=True),
     )
     files = sandbox.files(
         passwd=_host_file("/etc/passwd"),
