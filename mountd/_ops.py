@@ -1112,9 +1112,13 @@ class Operations(pyfuse3.Operations):
         data = pyfuse3.StatvfsData()
         data.f_bsize = BLOCK_SIZE
         data.f_frsize = BLOCK_SIZE
-        data.f_blocks = _STATFS_BLOCKS
-        data.f_bfree = _STATFS_BLOCKS
-        data.f_bavail = _STATFS_BLOCKS
+        data.f_blocks = data.f_bfree = data.f_bavail = _STATFS_BLOCKS
+        space = getattr(self.fs, "space", None)  # a tree with a limit on what it stores
+        if space is not None:
+            limit, used = space()
+            if limit is not None:
+                data.f_blocks = limit // BLOCK_SIZE
+                data.f_bfree = data.f_bavail = max(0, limit - used) // BLOCK_SIZE
         data.f_files = _STATFS_FILES
         data.f_ffree = _STATFS_FILES - len(self.inodes)
         data.f_favail = data.f_ffree

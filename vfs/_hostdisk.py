@@ -326,6 +326,7 @@ def file_info(st: os.stat_result) -> FileInfo:
         st.st_rdev if special in ("char", "block") else 0,
         # Which host file (names of one file share it; a replaced file gets another).
         None if fmt == stat.S_IFDIR else st.st_dev << 64 | st.st_ino,
+        st.st_blocks,
     )
 
 

@@ -66,7 +66,8 @@ from ._errors import (
     NotADirectoryError,
     PathError,
 )
-from ._match import compile_glob, compile_grep, compile_grep_glob, grep_bytes
+from ._match import LineGrep, compile_glob, compile_grep, compile_grep_glob
+from ._pages import NoSpace, Pages, Usage
 from ._paths import ROOT, base_name, join_path, normalize_path, parent_path
 from ._resolve import drive_sync, resolution
 from ._types import (
@@ -151,7 +152,7 @@ class _File(_Node):
     __slots__ = ("data",)
     kind = "file"
 
-    def __init__(self, mode: int, uid: int, gid: int, now: int, data: bytearray) -> None:
+    def __init__(self, mode: int, uid: int, gid: int, now: int, data: Pages) -> None:
         super().__init__(mode, uid, gid, now)
         self.data = data
 
@@ -165,7 +166,7 @@ class _Special(_File):
     def __init__(
         self, mode: int, uid: int, gid: int, now: int, special: Special, rdev: int
     ) -> None:
-        super().__init__(mode, uid, gid, now, bytearray())
+        super().__init__(mode, uid, gid, now, Pages())
         self.special = special
         self.rdev = rdev
 
@@ -294,6 +295,7 @@ def _build_info(node: _Node) -> FileInfo:
         nlink = 1 if node.others is None else 1 + len(node.others)
     special, rdev = (node.special, node.rdev) if isinstance(node, _Special) else (None, 0)
     file_id = None if node.others is None else node.serial
+    blocks = node.data.blocks() if isinstance(node, _File) else None
     # Positional: keywords cost ~0.5 us more, and this runs for every entry a mount lists after
     # a change.
     return FileInfo(
@@ -310,6 +312,7 @@ def _build_info(node: _Node) -> FileInfo:
         special,
         rdev,
         file_id,
+        blocks,
     )
 
 
@@ -328,6 +331,15 @@ def _within(node: _Dir, ancestor: _Dir) -> bool:
             return True
         current = current.parent
     return False
+
+
+def default_max_bytes() -> int | None:
+    """What a ``temp_fs`` may store by default: half the machine's memory, as tmpfs allows (past
+    it, writes fail with ``ENOSPC`` rather than the kernel killing the process)."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 2
+    except (OSError, ValueError):
+        return None
 
 
 def _available_memory() -> int | None:
@@ -358,10 +370,12 @@ class TempFileSystem:
         uid: int | None = None,
         gid: int | None = None,
         max_file_size: int = DEFAULT_MAX_FILE_SIZE,
+        max_bytes: int | None = None,
     ) -> None:
         self._uid = os.getuid() if uid is None else uid
         self._gid = os.getgid() if gid is None else gid
         self._max_file_size = max_file_size
+        self._usage = Usage(default_max_bytes() if max_bytes is None else max_bytes)
         self._root = _Dir(0o755, self._uid, self._gid, now_ns())
         self._observers = Observers()
         self._grep_files_read = 0  # files grep has looked into (tests prove early stop with it)
@@ -370,6 +384,17 @@ class TempFileSystem:
 
     def __repr__(self) -> str:
         return f"temp_fs(<{len(self._root.children)} top-level entries>)"
+
+    def space(self) -> tuple[int | None, int]:
+        """The most bytes the files may store (``None``: no limit) and what they store now."""
+        return self._usage.limit, self._usage.used
+
+    def _pages(self, data: bytes = b"", path: str = ROOT) -> Pages:
+        """New file content counted in this tree's usage (``ENOSPC`` past its limit)."""
+        try:
+            return Pages(data, self._usage)
+        except NoSpace:
+            raise PathError(path, errno=errno.ENOSPC) from None
 
     # -- resolution -------------------------------------------------------------------------
 
@@ -462,25 +487,25 @@ class TempFileSystem:
             else:
                 await self._emit([(directory, name, kind) for directory, name in node.names()])
 
-    def _check_size(self, path: str, old: int, new: int) -> None:
-        if new < 0:
+    def _check_size(self, path: str, size: int, stored: int) -> None:
+        """Refuse a file of ``size`` bytes past the limit, and ``stored`` new bytes to keep
+        (holes cost none) past the memory there is."""
+        if size < 0:
             raise PathError(path, errno=errno.EINVAL)
-        if new > self._max_file_size:
+        if size > self._max_file_size:
             raise FileTooLargeError(path)
-        growth = new - old
-        if growth > _LARGE_GROWTH:
+        if stored > _LARGE_GROWTH:
             available = _available_memory()
-            if available is not None and growth > available:
+            if available is not None and stored > available:
                 raise PathError(path, errno=errno.ENOSPC)
 
     def _resize(self, node: _File, size: int, path: str, now: int) -> None:
         data = node.data
-        length = len(data)
-        self._check_size(path, length, size)
-        if size < length:
-            del data[size:]
-        elif size > length:
-            data.extend(bytes(size - length))
+        if size < 0:
+            raise PathError(path, errno=errno.EINVAL)
+        if size > self._max_file_size:
+            raise FileTooLargeError(path)
+        data.truncate(size)  # growing stores nothing: a hole
         node.modified(now)
 
     # -- the eight verbs --------------------------------------------------------------------
@@ -533,7 +558,7 @@ class TempFileSystem:
         if not isinstance(node, _File):
             raise IsADirectoryError(path)
         _accessed(node)
-        return decode_contents(path, bytes(node.data))
+        return decode_contents(path, node.data.tobytes())
 
     async def grep(self, query: GrepQuery) -> AsyncIterator[GrepResult]:
         root = normalize_path(query.path)
@@ -567,11 +592,21 @@ class TempFileSystem:
             data = child.data
             self._grep_files_read += 1
             budget -= len(data) >> 16  # and once per 16 MiB scanned
-            for number, line in grep_bytes(bytes(data), regex):  # binary skipped, as ripgrep does
-                yield GrepResult(path, number, line)
-                count += 1
-                if limit is not None and count >= limit:
-                    return
+            lines = LineGrep(regex)  # a chunk at a time; binary skipped, as ripgrep does
+            for chunk in data.chunks():
+                for number, line in lines.feed(chunk):
+                    yield GrepResult(path, number, line)
+                    count += 1
+                    if limit is not None and count >= limit:
+                        return
+                if lines.binary:
+                    break
+            else:
+                for number, line in lines.end():
+                    yield GrepResult(path, number, line)
+                    count += 1
+                    if limit is not None and count >= limit:
+                        return
 
     async def write(self, path: str, contents: str | bytes) -> None:
         path = normalize_path(path)
@@ -616,12 +651,13 @@ class TempFileSystem:
             directory, name, node = self._lookup(path, True)
         now = now_ns()
         if node is None:
-            directory.add(name, _File(0o644, self._uid, self._gid, now, bytearray(data)), now)
+            content = self._pages(data, path)
+            directory.add(name, _File(0o644, self._uid, self._gid, now, content), now)
             changes.append((directory, name, "entry"))
         elif isinstance(node, _Special):
             raise PathError(path, errno=errno.EPERM)  # it holds no bytes to change
         elif isinstance(node, _File):
-            node.data = bytearray(data)
+            node.data = self._pages(data, path)
             node.modified(now)
             changes.extend((directory, name, "content") for directory, name in node.names())
         else:
@@ -695,7 +731,7 @@ class TempFileSystem:
                 raise FileNotFoundError(path)
             owner = self._uid if uid is None else uid
             group = self._gid if gid is None else gid
-            node = _File(mode, owner, group, now, bytearray())
+            node = _File(mode, owner, group, now, self._pages())
             directory.add(name, node, now)
             if self._observers:
                 await self._emit([(directory, name, "entry")])
@@ -704,7 +740,7 @@ class TempFileSystem:
         elif isinstance(node, _Special) and (write or truncate):
             raise PathError(path, errno=errno.EPERM)  # it holds no bytes to change
         elif truncate:
-            node.data = bytearray()
+            node.data = self._pages()
             node.modified(now)
             await self._emit_node(node, "content")
         return TempOpenFile(self, node, path)
@@ -939,10 +975,7 @@ class TempOpenFile:
             raise PathError(self._path, errno=errno.EINVAL)
         node = self._node
         _accessed(node)
-        # One copy (a bytearray slice would copy twice); the views are released at once, so
-        # the buffer stays resizable.
-        with memoryview(node.data) as whole, whole[offset : offset + size] as part:
-            return bytes(part)
+        return node.data.read(offset, size)
 
     async def stat(self) -> FileInfo:
         return _info(self._node)
@@ -953,14 +986,11 @@ class TempOpenFile:
         if not data:
             return 0  # no effect at all, not even on mtime (as tmpfs)
         node = self._node
-        buffer = node.data
-        length = len(buffer)
-        end = offset + len(data)
-        if end > length:
-            self._fs._check_size(self._path, length, end)
-            if offset > length:
-                buffer.extend(bytes(offset - length))  # the gap reads as zeros
-        buffer[offset:end] = data
+        self._fs._check_size(self._path, offset + len(data), len(data))
+        try:
+            node.data.write(offset, data)  # a gap before it is a hole: zeros, never stored
+        except NoSpace:
+            raise PathError(self._path, errno=errno.ENOSPC) from None
         node.modified(now_ns())
         if self._fs._observers:
             await self._fs._emit_node(node, "content")
@@ -987,10 +1017,13 @@ def temp_fs(
     uid: int | None = None,
     gid: int | None = None,
     max_file_size: int = DEFAULT_MAX_FILE_SIZE,
+    max_bytes: int | None = None,
 ) -> TempFileSystem:
     """An in-memory tree holding ``files`` (path -> text or bytes; parents are created).
 
     Files are created ``0o644`` and directories ``0o755``, owned by ``uid``/``gid`` (default: this
-    process's). Implements :class:`FileSystem`, :class:`PosixFileSystem` and :class:`Watchable`.
+    process's). Holes cost nothing. The files may store ``max_bytes`` in all (default: half the
+    machine's memory, as tmpfs); past it a write fails with ``ENOSPC``. Implements
+    :class:`FileSystem`, :class:`PosixFileSystem` and :class:`Watchable`.
     """
-    return TempFileSystem(files, uid=uid, gid=gid, max_file_size=max_file_size)
+    return TempFileSystem(files, uid=uid, gid=gid, max_file_size=max_file_size, max_bytes=max_bytes)

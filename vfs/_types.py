@@ -79,6 +79,8 @@ class FileInfo:
     (hard links) answers the same number, and a file put in another's place under its name
     answers another (``dir_fs``: the host device and inode of every non-directory; ``temp_fs``:
     only once a file has several names). :attr:`linked_id` is it while the file has several.
+    ``blocks`` is the space the file takes, in 512-byte units, where the tree knows it (a sparse
+    file's holes take none); ``None``: its size says.
     """
 
     kind: Kind
@@ -94,6 +96,7 @@ class FileInfo:
     special: Special | None = None
     rdev: int = 0
     file_id: int | None = None
+    blocks: int | None = None
 
     # Written out instead of generated: a FileInfo is built for every stat a mount answers (and
     # every entry of a listing), and the generated __init__ of a frozen class sets each field
@@ -115,6 +118,7 @@ class FileInfo:
         special: Special | None = None,
         rdev: int = 0,
         file_id: int | None = None,
+        blocks: int | None = None,
     ) -> None:
         if mtime_ns is None:
             mtime_ns = round(mtime * 1_000_000_000)
@@ -138,6 +142,7 @@ class FileInfo:
                     special,
                     rdev,
                     file_id,
+                    blocks,
                 ),
                 strict=True,
             ):
@@ -158,6 +163,7 @@ class FileInfo:
         unfrozen.special = special
         unfrozen.rdev = rdev
         unfrozen.file_id = file_id
+        unfrozen.blocks = blocks
         unfrozen.__class__ = FileInfo  # type: ignore[assignment]
 
     @property
@@ -197,6 +203,7 @@ class _FileInfoFields:
     special: Special | None
     rdev: int
     file_id: int | None
+    blocks: int | None
 
 
 _set_class = object.__setattr__

@@ -840,6 +840,7 @@ def test_lstat_has_every_field(backend: str, tmp_path: Path) -> None:
             ctime_ns=real.st_ctime_ns,
             nlink=1,
             file_id=real.st_dev << 64 | real.st_ino,
+            blocks=real.st_blocks,
         )
         link = await fs.lstat("/l")
         assert (link.kind, link.size) == ("symlink", 1)
