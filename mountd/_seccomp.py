@@ -230,6 +230,7 @@ def compile_filter() -> bytes:
 def _conditions(row: Refusal) -> list[tuple[seccomp.Arg, ...]]:
     """One tuple of argument comparisons per rule: all of a tuple must hold for it to refuse."""
     import pyseccomp as seccomp
+
     if row.equals:
         return [(seccomp.Arg(row.index, seccomp.MASKED_EQ, 0xFFFFFFFF, v),) for v in row.equals]
     if row.flags:
