@@ -1,0 +1,440 @@
+"""One table of the verbs, and the forwarding bases every wrapper is built on.
+
+Theory of operation
+-------------------
+:data:`TREE_VERBS` is every method a tree may have, the contract's and the optional ones;
+:data:`FILE_VERBS` the same for open files. Each row is a :class:`Verb`: its name, the protocol
+that declares it (its signature is that protocol's), what it does (``kind``: reads, lists,
+creates, changes, ...), which of its arguments are paths and what it does at each
+(:class:`PathArg`: looks, makes a new name, writes in place or removes; whether a final symlink
+is followed), how a listing's results name their paths, the flags that turn a look into a write
+(``open``), and whether it is optional (a capability: ``link``, ``list_info_reusing``, an open
+file's ``stat``...).
+
+:class:`ForwardingTree` and :class:`ForwardingFile` forward every verb of their table to
+``self._inner``, and a wrapper is a subclass that overrides the one hook it needs:
+
+- ``_around(verb, args)`` sees every call of a verb that returns an awaitable; ``args`` holds
+  every argument of the call in the order of the signature, defaults filled in, so a hook reads
+  them by position (or :meth:`Verb.arg`) and :meth:`Verb.call` makes the call on a tree. The
+  default returns ``verb.call(self._inner, args)`` itself: a plain forward adds no coroutine.
+- ``_around_stream(verb, args)`` the same for the verbs that return an async iterator
+  (``list``, ``glob``, ``grep``, ``search``).
+- ``watch`` and ``buffers_writes`` are forwarded as they are (nothing to decide about them).
+
+So a verb added to the table reaches every wrapper's hook, which decides by the row's data
+(paths, kind) what it does with it; no wrapper re-declares a signature.
+
+Capabilities: a wrapper has an optional verb exactly when what it wraps has it. ``_forward_to``
+(called once, in the wrapper's ``__init__``) sets ``_inner`` and switches the instance's class to
+a subclass that adds the forwarders of the capabilities ``inner`` has (one such class per wrapper
+class and set of capabilities, made once). The wrapper class's own definitions come first in that
+subclass, so a wrapper that defines a capability itself (the turn root's scratch slot reports its
+own changes) always has it; the switch costs nothing per call. Static types show the contract's
+verbs only: an optional verb is checked for (``isinstance(tree, vfs.MakesLinks)``, or the helpers
+of :mod:`vfs._capabilities`), as on any tree.
+
+Invariants: a forwarder returns what the hook returns, and a hook that does work is an
+``async def``: an error is raised where the caller awaits the call, never where it creates it
+(``union_fs`` creates a call before it awaits it inside its error translation). ``_inner`` may
+be reassigned (the scratch slot swaps trees, cow's lower handles rebind) to an object with the
+same capabilities.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal, TypeVar
+
+from ._paths import join_path
+from ._types import (
+    BuffersWrites,
+    FileSystem,
+    ListsReusing,
+    ListsWithInfo,
+    MakesLinks,
+    MakesNodes,
+    OpenFile,
+    PosixFileSystem,
+    ReadsBytes,
+    StatsOpenFile,
+    Watchable,
+)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+VerbKind = Literal["reads", "lists", "creates", "changes", "syncs", "closes"]
+"""What a verb does: looks (``reads``), walks a directory (``lists``), makes a new name
+(``creates``), changes or removes what is there (``changes``); for open files also ``syncs``
+(flush, fsync) and ``closes``."""
+
+Access = Literal["look", "make", "write", "remove"]
+"""What a call does at one of its paths: looks at it, makes a new name there, writes the entry
+in place (bytes or attributes) or removes it (``rename`` removes its source name and whatever
+its target name held)."""
+
+Entry = Literal["file", "directory", "any"]
+"""What a path argument names, where the verb says (``mkdir``/``rmdir``: a directory)."""
+
+Shape = Literal["call", "stream", "sync", "value"]
+"""``call``: returns an awaitable; ``stream``: an async iterator; ``sync``: a plain method
+(``watch``); ``value``: an attribute (``buffers_writes``)."""
+
+Results = Literal["", "entries", "hits", "listing", "named"]
+"""How each result of a listing verb names its path: ``entries`` are :class:`vfs.DirEntry`,
+``hits`` grep or search results (each in a file), ``listing`` ``(DirEntry, FileInfo)`` pairs,
+``named`` ``(name, FileInfo)`` pairs of the listed directory."""
+
+
+@dataclass(frozen=True, slots=True)
+class PathArg:
+    """A parameter that is a path: what the call does there (``access``), what it names, and
+    whether a final symlink is followed. ``field`` names the attribute that holds the path when
+    the argument is a query (``grep``, ``search``). ``parents``: the call creates missing parent
+    directories (``write``)."""
+
+    name: str
+    access: Access = "look"
+    entry: Entry = "any"
+    follows: bool = False
+    field: str = ""
+    parents: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Verb:
+    """One row of a table: a method of a tree or an open file (see the module docstring)."""
+
+    name: str
+    protocol: type
+    kind: VerbKind
+    paths: tuple[PathArg, ...] = ()
+    shape: Shape = "call"
+    results: Results = ""
+    writes_with: tuple[str, ...] = ()
+    optional: bool = False
+    # Derived from the protocol's signature (see __post_init__).
+    params: tuple[str, ...] = field(init=False, repr=False, compare=False)
+    call: Callable[[Any, tuple[Any, ...]], Any] = field(init=False, repr=False, compare=False)
+    forwarder: Callable[..., Any] = field(init=False, repr=False, compare=False)
+    _at: tuple[int, ...] = field(init=False, repr=False, compare=False)
+    _writes_at: tuple[int, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        params: tuple[inspect.Parameter, ...] = ()
+        if self.shape != "value":
+            method = getattr(self.protocol, self.name)
+            params = tuple(inspect.signature(method).parameters.values())[1:]
+        names = tuple(param.name for param in params)
+        set_field = object.__setattr__
+        set_field(self, "params", names)
+        set_field(self, "_at", tuple(names.index(arg.name) for arg in self.paths))
+        set_field(self, "_writes_at", tuple(names.index(name) for name in self.writes_with))
+        set_field(self, "call", _caller(self.name, params))
+        set_field(self, "forwarder", _forwarder(self, params))
+
+    @property
+    def changing(self) -> bool:
+        """Whether every call of this verb creates or changes something."""
+        return self.kind in ("creates", "changes")
+
+    def changes(self, args: tuple[Any, ...]) -> bool:
+        """Whether this call creates or changes something (``open`` for writing does)."""
+        if self.kind in ("creates", "changes"):
+            return True
+        return any(args[index] for index in self._writes_at)
+
+    def access(self, arg: PathArg, args: tuple[Any, ...]) -> Access:
+        """What this call does at ``arg``: its row's access, ``write`` for a look whose
+        ``writes_with`` flags are set."""
+        if arg.access == "look" and self._writes_at and self.changes(args):
+            return "write"
+        return arg.access
+
+    def path_values(self, args: tuple[Any, ...]) -> tuple[str, ...]:
+        """The paths this call names (as given: not normalized), in the order of ``paths``."""
+        found = []
+        for arg, index in zip(self.paths, self._at, strict=True):
+            value = args[index]
+            found.append(getattr(value, arg.field) if arg.field else value)
+        return tuple(found)
+
+    def arg(self, args: tuple[Any, ...], name: str) -> Any:
+        """The argument ``name`` of this call."""
+        return args[self.params.index(name)]
+
+    def result_path(self, item: Any, scope: str) -> str:
+        """The path a listing's result names (``scope``: the listed directory, normalized)."""
+        results = self.results
+        if results == "listing":
+            return str(item[0].path)
+        if results == "named":
+            return join_path(scope, item[0])
+        return str(item.path)
+
+    def result_kind(self, item: Any) -> str:
+        """What a listing's result is (``"file"`` for a grep or search hit)."""
+        results = self.results
+        if results == "entries":
+            return str(item.kind)
+        if results == "listing":
+            return str(item[0].kind)
+        if results == "named":
+            return str(item[1].kind)
+        return "file"
+
+
+def _caller(name: str, params: tuple[inspect.Parameter, ...]) -> Callable[..., Any]:
+    """``call(tree, args)``: ``tree.<name>(...)`` with ``args`` in signature order."""
+    pieces = []
+    for index, param in enumerate(params):
+        if param.kind is inspect.Parameter.KEYWORD_ONLY:
+            pieces.append(f"{param.name}=a[{index}]")
+        else:
+            pieces.append(f"a[{index}]")
+    source = f"def call(tree, a):\n    return tree.{name}({', '.join(pieces)})\n"
+    return _compiled(source, "call", {})
+
+
+def _forwarder(verb: Verb, params: tuple[inspect.Parameter, ...]) -> Callable[..., Any]:
+    """The method forwarding ``verb`` with the protocol's exact signature."""
+    if verb.shape == "value":
+        name = verb.name
+        return property(lambda self: getattr(self._inner, name))  # type: ignore[return-value]
+    defaults = {param.name: param.default for param in params}
+    signature = ["self"]
+    starred = False
+    for param in params:
+        if param.kind is inspect.Parameter.KEYWORD_ONLY and not starred:
+            signature.append("*")
+            starred = True
+        if param.default is inspect.Parameter.empty:
+            signature.append(param.name)
+        else:
+            signature.append(f"{param.name}=_defaults[{param.name!r}]")
+    packed = "".join(f"{param.name}, " for param in params)
+    if verb.shape == "sync":
+        body = f"return self._inner.{verb.name}({packed})"
+    elif verb.shape == "stream":
+        body = f"return self._around_stream(_verb, ({packed}))"
+    else:
+        body = f"return self._around(_verb, ({packed}))"
+    source = f"def {verb.name}({', '.join(signature)}):\n    {body}\n"
+    method = _compiled(source, verb.name, {"_defaults": defaults, "_verb": verb})
+    original = getattr(verb.protocol, verb.name)
+    method.__doc__ = original.__doc__
+    method.__qualname__ = f"forwarded.{verb.name}"
+    return method
+
+
+def _compiled(source: str, name: str, namespace: dict[str, Any]) -> Callable[..., Any]:
+    exec(compile(source, f"<forwarded {name}>", "exec"), namespace)
+    function: Callable[..., Any] = namespace[name]
+    return function
+
+
+def _path(name: str, access: Access = "look", entry: Entry = "any", **more: Any) -> PathArg:
+    return PathArg(name, access, entry, **more)
+
+
+TREE_VERBS: tuple[Verb, ...] = (
+    # The eight verbs.
+    Verb("list", FileSystem, "lists", (_path("prefix"),), shape="stream", results="entries"),
+    Verb("stat", FileSystem, "reads", (_path("path", follows=True),)),
+    Verb("glob", FileSystem, "lists", (_path("dir"),), shape="stream", results="entries"),
+    Verb("read", FileSystem, "reads", (_path("path", follows=True),)),
+    Verb(
+        "grep", FileSystem, "lists", (_path("query", field="path"),), shape="stream", results="hits"
+    ),
+    Verb(
+        "write",
+        FileSystem,
+        "creates",
+        (_path("path", "write", "file", follows=True, parents=True),),
+    ),
+    Verb("delete", FileSystem, "changes", (_path("path", "remove"),)),
+    Verb(
+        "search",
+        FileSystem,
+        "lists",
+        (_path("query", field="path"),),
+        shape="stream",
+        results="hits",
+    ),
+    # The POSIX extension.
+    Verb("lstat", PosixFileSystem, "reads", (_path("path"),)),
+    Verb(
+        "open",
+        PosixFileSystem,
+        "reads",
+        (_path("path", "look", "file", follows=True),),
+        writes_with=("write", "create", "truncate"),
+    ),
+    Verb("mkdir", PosixFileSystem, "creates", (_path("path", "make", "directory"),)),
+    Verb("rmdir", PosixFileSystem, "changes", (_path("path", "remove", "directory"),)),
+    Verb("unlink", PosixFileSystem, "changes", (_path("path", "remove"),)),
+    Verb("rename", PosixFileSystem, "changes", (_path("src", "remove"), _path("dst", "remove"))),
+    Verb("setattr", PosixFileSystem, "changes", (_path("path", "write"),)),
+    Verb("symlink", PosixFileSystem, "creates", (_path("path", "make", "file"),)),
+    Verb("readlink", PosixFileSystem, "reads", (_path("path"),)),
+    # Optional capabilities.
+    Verb("list_info", ListsWithInfo, "lists", (_path("prefix"),), results="listing", optional=True),
+    Verb(
+        "list_info_reusing",
+        ListsReusing,
+        "lists",
+        (_path("prefix"),),
+        results="named",
+        optional=True,
+    ),
+    Verb("mknod", MakesNodes, "creates", (_path("path", "make", "file"),), optional=True),
+    Verb(
+        "link",
+        MakesLinks,
+        "creates",
+        (_path("src", "write"), _path("dst", "make", "file")),
+        optional=True,
+    ),
+    Verb("read_bytes", ReadsBytes, "reads", (_path("path", follows=True),), optional=True),
+    Verb("watch", Watchable, "reads", shape="sync", optional=True),
+    Verb("buffers_writes", BuffersWrites, "reads", shape="value", optional=True),
+)
+"""Every method of a tree (see the module docstring)."""
+
+FILE_VERBS: tuple[Verb, ...] = (
+    Verb("read", OpenFile, "reads"),
+    Verb("write", OpenFile, "changes"),
+    Verb("truncate", OpenFile, "changes"),
+    Verb("flush", OpenFile, "syncs"),
+    Verb("fsync", OpenFile, "syncs"),
+    Verb("close", OpenFile, "closes"),
+    Verb("stat", StatsOpenFile, "reads", optional=True),
+)
+"""Every method of an open file."""
+
+_BY_FUNCTION = {
+    getattr(verb.protocol, verb.name): verb
+    for verb in TREE_VERBS + FILE_VERBS
+    if verb.shape != "value"
+}
+
+
+def forward(method: F) -> F:
+    """The forwarder of the contract's verb ``method`` (a protocol's function), for a class
+    body: ``lstat = forward(PosixFileSystem.lstat)`` has exactly the protocol's type."""
+    verb = _BY_FUNCTION[method]
+    if verb.optional:
+        raise TypeError(f"{verb.name} is optional: it is forwarded where the inner tree has it")
+    return verb.forwarder  # type: ignore[return-value]
+
+
+def capabilities(table: tuple[Verb, ...], inner: object) -> tuple[Verb, ...]:
+    """The optional verbs of ``table`` that ``inner`` has."""
+    found = []
+    for verb in table:
+        if not verb.optional:
+            continue
+        if verb.shape == "value":
+            if hasattr(inner, verb.name):
+                found.append(verb)
+        elif getattr(inner, verb.name, None) is not None:
+            found.append(verb)
+    return tuple(found)
+
+
+_CLASSES: dict[tuple[type, tuple[Verb, ...]], type] = {}
+_PLAIN: dict[type, type] = {}  # a class made by _with_capabilities -> the wrapper's own class
+
+
+def _with_capabilities(cls: type, present: tuple[Verb, ...]) -> type:
+    """``cls`` with forwarders for ``present`` after its own definitions (made once)."""
+    key = (cls, present)
+    made = _CLASSES.get(key)
+    if made is None:
+        forwarders: dict[str, Any] = {verb.name: verb.forwarder for verb in present}
+        mixin = type("Forwarded", (), {"__slots__": (), **forwarders})
+        made = type(cls.__name__, (cls, mixin), {"__slots__": (), "__module__": cls.__module__})
+        made.__qualname__ = f"{cls.__qualname__}[{'+'.join(verb.name for verb in present)}]"
+        _CLASSES[key] = made
+        _PLAIN[made] = cls
+    return made
+
+
+class _Forwarding:
+    __slots__ = ()
+    _table: ClassVar[tuple[Verb, ...]] = ()
+
+    def _adopt(self, inner: object) -> None:
+        """Switch to the class with ``inner``'s capabilities (see the module docstring)."""
+        cls = type(self)
+        plain = _PLAIN.get(cls, cls)
+        present = capabilities(self._table, inner)
+        target = _with_capabilities(plain, present) if present else plain
+        if target is not cls:
+            self.__class__ = target
+
+
+class ForwardingTree(_Forwarding):
+    """A tree that forwards every verb to ``_inner`` through :meth:`_around` and
+    :meth:`_around_stream` (see the module docstring)."""
+
+    __slots__ = ("_inner",)
+    _table: ClassVar[tuple[Verb, ...]] = TREE_VERBS
+    _inner: PosixFileSystem
+
+    def _forward_to(self, inner: PosixFileSystem) -> None:
+        """Forward to ``inner`` from now on, with the capabilities it has."""
+        self._inner = inner
+        self._adopt(inner)
+
+    def _around(self, verb: Verb, args: tuple[Any, ...]) -> Awaitable[Any]:
+        """Every call of a verb that returns an awaitable; forwards it."""
+        return verb.call(self._inner, args)  # type: ignore[no-any-return]
+
+    def _around_stream(self, verb: Verb, args: tuple[Any, ...]) -> AsyncIterator[Any]:
+        """Every call of a verb that returns an async iterator; forwards it."""
+        return verb.call(self._inner, args)  # type: ignore[no-any-return]
+
+    list = forward(FileSystem.list)
+    stat = forward(FileSystem.stat)
+    glob = forward(FileSystem.glob)
+    read = forward(FileSystem.read)
+    grep = forward(FileSystem.grep)
+    write = forward(FileSystem.write)
+    delete = forward(FileSystem.delete)
+    search = forward(FileSystem.search)
+    lstat = forward(PosixFileSystem.lstat)
+    open = forward(PosixFileSystem.open)
+    mkdir = forward(PosixFileSystem.mkdir)
+    rmdir = forward(PosixFileSystem.rmdir)
+    unlink = forward(PosixFileSystem.unlink)
+    rename = forward(PosixFileSystem.rename)
+    setattr = forward(PosixFileSystem.setattr)
+    symlink = forward(PosixFileSystem.symlink)
+    readlink = forward(PosixFileSystem.readlink)
+
+
+class ForwardingFile(_Forwarding):
+    """An open file that forwards every verb to ``_inner`` through :meth:`_around`."""
+
+    __slots__ = ("_inner",)
+    _table: ClassVar[tuple[Verb, ...]] = FILE_VERBS
+    _inner: OpenFile
+
+    def _forward_to(self, inner: OpenFile) -> None:
+        """Forward to ``inner`` from now on, with the capabilities it has."""
+        self._inner = inner
+        self._adopt(inner)
+
+    def _around(self, verb: Verb, args: tuple[Any, ...]) -> Awaitable[Any]:
+        """Every call; forwards it."""
+        return verb.call(self._inner, args)  # type: ignore[no-any-return]
+
+    read = forward(OpenFile.read)
+    write = forward(OpenFile.write)
+    truncate = forward(OpenFile.truncate)
+    flush = forward(OpenFile.flush)
+    fsync = forward(OpenFile.fsync)
+    close = forward(OpenFile.close)
