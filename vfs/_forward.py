@@ -115,7 +115,9 @@ class Verb:
     results: Results = ""
     writes_with: tuple[str, ...] = ()
     optional: bool = False
-    # Derived from the protocol's signature (see __post_init__).
+    # Derived from the row and the protocol's signature (see __post_init__).
+    changing: bool = field(init=False, repr=False, compare=False)
+    """Whether every call of this verb creates or changes something."""
     params: tuple[str, ...] = field(init=False, repr=False, compare=False)
     call: Callable[[Any, tuple[Any, ...]], Any] = field(init=False, repr=False, compare=False)
     forwarder: Callable[..., Any] = field(init=False, repr=False, compare=False)
@@ -129,22 +131,21 @@ class Verb:
             params = tuple(inspect.signature(method).parameters.values())[1:]
         names = tuple(param.name for param in params)
         set_field = object.__setattr__
+        set_field(self, "changing", self.kind in ("creates", "changes"))
         set_field(self, "params", names)
         set_field(self, "_at", tuple(names.index(arg.name) for arg in self.paths))
         set_field(self, "_writes_at", tuple(names.index(name) for name in self.writes_with))
         set_field(self, "call", _caller(self.name, params))
         set_field(self, "forwarder", _forwarder(self, params))
 
-    @property
-    def changing(self) -> bool:
-        """Whether every call of this verb creates or changes something."""
-        return self.kind in ("creates", "changes")
-
     def changes(self, args: tuple[Any, ...]) -> bool:
         """Whether this call creates or changes something (``open`` for writing does)."""
-        if self.kind in ("creates", "changes"):
+        if self.changing:
             return True
-        return any(args[index] for index in self._writes_at)
+        for index in self._writes_at:
+            if args[index]:
+                return True
+        return False
 
     def access(self, arg: PathArg, args: tuple[Any, ...]) -> Access:
         """What this call does at ``arg``: its row's access, ``write`` for a look whose
