@@ -209,7 +209,7 @@ class AuditedFileSystem(ForwardingTree):
         return self._tree
 
     async def _around(self, verb: Verb, args: tuple[Any, ...]) -> Any:
-        if not (verb.changing or verb.writes_with and verb.changes(args)):
+        if not (verb.changing or (verb.writes_with and verb.changes(args))):
             try:
                 return await verb.call(self._inner, args)
             except PolicyDeniedError as error:

@@ -48,7 +48,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, TypeVar
 
-from ._paths import join_path
+from ._merge import aclose
 from ._types import (
     BuffersWrites,
     FileSystem,
@@ -64,6 +64,9 @@ from ._types import (
 )
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+Keep = Callable[[str, str], bool]
+"""Whether to keep a listing's result, from its path and kind (``"file"`` for a hit)."""
 
 VerbKind = Literal["reads", "lists", "creates", "changes", "syncs", "closes"]
 """What a verb does: looks (``reads``), walks a directory (``lists``), makes a new name
@@ -142,10 +145,7 @@ class Verb:
         """Whether this call creates or changes something (``open`` for writing does)."""
         if self.changing:
             return True
-        for index in self._writes_at:
-            if args[index]:
-                return True
-        return False
+        return any(args[index] for index in self._writes_at)
 
     def access(self, arg: PathArg, args: tuple[Any, ...]) -> Access:
         """What this call does at ``arg``: its row's access, ``write`` for a look whose
@@ -156,6 +156,10 @@ class Verb:
 
     def path_values(self, args: tuple[Any, ...]) -> tuple[str, ...]:
         """The paths this call names (as given: not normalized), in the order of ``paths``."""
+        if len(self._at) == 1:
+            value = args[self._at[0]]
+            field = self.paths[0].field
+            return (getattr(value, field) if field else value,)
         found = []
         for arg, index in zip(self.paths, self._at, strict=True):
             value = args[index]
@@ -166,25 +170,35 @@ class Verb:
         """The argument ``name`` of this call."""
         return args[self.params.index(name)]
 
-    def result_path(self, item: Any, scope: str) -> str:
-        """The path a listing's result names (``scope``: the listed directory, normalized)."""
+    def kept(self, items: list[Any], scope: str, keep: Keep) -> list[Any]:
+        """The results of a listing call (``list_info``...) of directory ``scope`` (normalized)
+        for which ``keep(path, kind)`` holds."""
         results = self.results
         if results == "listing":
-            return str(item[0].path)
+            return [item for item in items if keep(item[0].path, item[0].kind)]
         if results == "named":
-            return join_path(scope, item[0])
-        return str(item.path)
-
-    def result_kind(self, item: Any) -> str:
-        """What a listing's result is (``"file"`` for a grep or search hit)."""
-        results = self.results
+            base = "/" if scope == "/" else scope + "/"
+            return [item for item in items if keep(base + item[0], item[1].kind)]
         if results == "entries":
-            return str(item.kind)
-        if results == "listing":
-            return str(item[0].kind)
-        if results == "named":
-            return str(item[1].kind)
-        return "file"
+            return [item for item in items if keep(item.path, item.kind)]
+        return [item for item in items if keep(item.path, "file")]
+
+    async def kept_stream(
+        self, items: AsyncIterator[Any], scope: str, keep: Keep
+    ) -> AsyncIterator[Any]:
+        """The results of a streaming listing (``list``, ``glob``...) for which ``keep(path,
+        kind)`` holds; closes ``items``."""
+        try:
+            if self.results == "entries":
+                async for item in items:
+                    if keep(item.path, item.kind):
+                        yield item
+            else:
+                async for item in items:
+                    if keep(item.path, "file"):
+                        yield item
+        finally:
+            await aclose(items)
 
 
 def _caller(name: str, params: tuple[inspect.Parameter, ...]) -> Callable[..., Any]:
