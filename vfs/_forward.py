@@ -121,11 +121,16 @@ class Verb:
     # Derived from the row and the protocol's signature (see __post_init__).
     changing: bool = field(init=False, repr=False, compare=False)
     """Whether every call of this verb creates or changes something."""
+    plain_look: bool = field(init=False, repr=False, compare=False)
+    """Whether the verb only looks at its one path, its first argument, without following a
+    final symlink (``lstat``, ``readlink``): what a hook may decide fastest."""
     params: tuple[str, ...] = field(init=False, repr=False, compare=False)
     call: Callable[[Any, tuple[Any, ...]], Any] = field(init=False, repr=False, compare=False)
     forwarder: Callable[..., Any] = field(init=False, repr=False, compare=False)
-    _at: tuple[int, ...] = field(init=False, repr=False, compare=False)
+    path_at: tuple[int, ...] = field(init=False, repr=False, compare=False)
+    """Where each of ``paths`` is in a call's ``args``."""
     _writes_at: tuple[int, ...] = field(init=False, repr=False, compare=False)
+    """Where each of ``paths`` is in a call's ``args``."""
 
     def __post_init__(self) -> None:
         params: tuple[inspect.Parameter, ...] = ()
@@ -135,8 +140,15 @@ class Verb:
         names = tuple(param.name for param in params)
         set_field = object.__setattr__
         set_field(self, "changing", self.kind in ("creates", "changes"))
+        plain = (
+            self.kind == "reads"
+            and len(self.paths) == 1
+            and self.paths[0] == PathArg(names[0] if names else "")
+            and not self.writes_with
+        )
+        set_field(self, "plain_look", plain)
         set_field(self, "params", names)
-        set_field(self, "_at", tuple(names.index(arg.name) for arg in self.paths))
+        set_field(self, "path_at", tuple(names.index(arg.name) for arg in self.paths))
         set_field(self, "_writes_at", tuple(names.index(name) for name in self.writes_with))
         set_field(self, "call", _caller(self.name, params))
         set_field(self, "forwarder", _forwarder(self, params))
@@ -156,12 +168,12 @@ class Verb:
 
     def path_values(self, args: tuple[Any, ...]) -> tuple[str, ...]:
         """The paths this call names (as given: not normalized), in the order of ``paths``."""
-        if len(self._at) == 1:
-            value = args[self._at[0]]
+        if len(self.path_at) == 1:
+            value = args[self.path_at[0]]
             field = self.paths[0].field
             return (getattr(value, field) if field else value,)
         found = []
-        for arg, index in zip(self.paths, self._at, strict=True):
+        for arg, index in zip(self.paths, self.path_at, strict=True):
             value = args[index]
             found.append(getattr(value, arg.field) if arg.field else value)
         return tuple(found)

@@ -66,7 +66,7 @@ from typing import Any, Literal, TypeAlias, cast
 import pathspec
 
 from ._errors import PathError, PermissionDeniedError
-from ._forward import ForwardingTree, PathArg, Verb
+from ._forward import ForwardingTree, Verb
 from ._match import compile_grep
 from ._merge import aclose
 from ._paths import ROOT, is_under, normalize_path, parent_path
@@ -393,31 +393,34 @@ class PolicyFileSystem(ForwardingTree):
     # -- every verb ---------------------------------------------------------------------
 
     async def _around(self, verb: Verb, args: tuple[Any, ...]) -> Any:
-        if verb.results:
+        if verb.plain_look:
+            # lstat, readlink: the mount's common case, often decided without I/O.
+            path = normalize_path(args[0])
+            if not self._plainly_visible(path):
+                await self._visible(verb.name, path, follow=False)
+        elif verb.results:
             return await self._listing(verb, args)
-        if verb.name == "rename":
+        elif verb.name == "rename":
             await self._check_rename(*args)
         else:
-            for arg, path in zip(verb.paths, verb.path_values(args), strict=True):
-                path = normalize_path(path)
-                if arg.access == "look" and not arg.follows and self._plainly_visible(path):
-                    continue  # (lstat, readlink: the mount's common case)
-                await self._check(verb, arg, path, args)
+            for arg, index in zip(verb.paths, verb.path_at, strict=True):
+                # Raise unless the call may do at this path what its row says (see the module).
+                path = normalize_path(getattr(args[index], arg.field) if arg.field else args[index])
+                access = arg.access
+                if access == "look" and verb.writes_with and verb.changes(args):
+                    access = "write"  # open for writing
+                if access == "look":
+                    await self._visible(verb.name, path, follow=arg.follows)
+                elif arg.entry == "any":
+                    await self._writable(verb.name, path, follow=arg.follows)
+                else:
+                    directory = arg.entry == "directory"
+                    real = await self._creatable(
+                        verb.name, path, directory=directory, follow=arg.follows
+                    )
+                    if arg.parents:
+                        await self._parents_creatable(verb.name, real)
         return await verb.call(self._inner, args)
-
-    async def _check(self, verb: Verb, arg: PathArg, path: str, args: tuple[Any, ...]) -> None:
-        """Raise unless the call may do at ``path`` what its row says (see the module)."""
-        operation = verb.name
-        access = verb.access(arg, args)
-        if access == "look":
-            await self._visible(operation, path, follow=arg.follows)
-        elif arg.entry == "any":
-            await self._writable(operation, path, follow=arg.follows)
-        else:
-            directory = arg.entry == "directory"
-            real = await self._creatable(operation, path, directory=directory, follow=arg.follows)
-            if arg.parents:
-                await self._parents_creatable(operation, real)
 
     async def _check_rename(self, src: str, dst: str, noreplace: bool, exchange: bool) -> None:
         """A rename moves a whole subtree: both names, and everything beneath them, need
