@@ -106,9 +106,10 @@ class PathArg:
     parents: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class Verb:
-    """One row of a table: a method of a tree or an open file (see the module docstring)."""
+    """One row of a table: a method of a tree or an open file (see the module docstring).
+    Rows compare (and hash) by identity: each is one verb."""
 
     name: str
     protocol: type
@@ -359,10 +360,12 @@ def forward(method: F) -> F:
 
 def capabilities(table: tuple[Verb, ...], inner: object) -> tuple[Verb, ...]:
     """The optional verbs of ``table`` that ``inner`` has."""
+    return _present(tuple(verb for verb in table if verb.optional), inner)
+
+
+def _present(optional: tuple[Verb, ...], inner: object) -> tuple[Verb, ...]:
     found = []
-    for verb in table:
-        if not verb.optional:
-            continue
+    for verb in optional:
         if verb.shape == "value":
             if hasattr(inner, verb.name):
                 found.append(verb)
@@ -391,13 +394,13 @@ def _with_capabilities(cls: type, present: tuple[Verb, ...]) -> type:
 
 class _Forwarding:
     __slots__ = ()
-    _table: ClassVar[tuple[Verb, ...]] = ()
+    _optional: ClassVar[tuple[Verb, ...]] = ()  # the optional verbs of the class's table
 
     def _adopt(self, inner: object) -> None:
         """Switch to the class with ``inner``'s capabilities (see the module docstring)."""
         cls = type(self)
         plain = _PLAIN.get(cls, cls)
-        present = capabilities(self._table, inner)
+        present = _present(self._optional, inner)
         target = _with_capabilities(plain, present) if present else plain
         if target is not cls:
             self.__class__ = target
@@ -408,7 +411,7 @@ class ForwardingTree(_Forwarding):
     :meth:`_around_stream` (see the module docstring)."""
 
     __slots__ = ("_inner",)
-    _table: ClassVar[tuple[Verb, ...]] = TREE_VERBS
+    _optional: ClassVar[tuple[Verb, ...]] = tuple(verb for verb in TREE_VERBS if verb.optional)
     _inner: PosixFileSystem
 
     def _forward_to(self, inner: PosixFileSystem) -> None:
@@ -447,7 +450,7 @@ class ForwardingFile(_Forwarding):
     """An open file that forwards every verb to ``_inner`` through :meth:`_around`."""
 
     __slots__ = ("_inner",)
-    _table: ClassVar[tuple[Verb, ...]] = FILE_VERBS
+    _optional: ClassVar[tuple[Verb, ...]] = tuple(verb for verb in FILE_VERBS if verb.optional)
     _inner: OpenFile
 
     def _forward_to(self, inner: OpenFile) -> None:
