@@ -28,7 +28,8 @@ files that a deeper mount shadows are dropped (what ``read`` would not return is
 with :func:`vfs._pushdown.refilled` keeping the pushdown exact.
 
 Errors: a child's :class:`PathError` is re-raised with the union path (``error.with_path``), also
-when it is raised lazily inside an iterator. Other ``OSError``s whose ``filename`` is an absolute
+when it is raised lazily inside an iterator or by one of the child's open files (which the union
+forwards whole, by :mod:`vfs._forward`'s table: they keep their capabilities, such as ``stat``). Other ``OSError``s whose ``filename`` is an absolute
 path get that filename re-prefixed (in place). Anything else gets a best-effort rewrite of its
 message (each absolute path in the text, one that no word, URL or number runs into, is moved
 under the prefix: the model sees the union's namespace, as the contract asks) and a note naming
@@ -56,7 +57,7 @@ import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from contextlib import aclosing
 from dataclasses import dataclass, replace
-from typing import NoReturn, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 from ._capabilities import ListInfo, buffers_writes, list_info_of, make_link, make_node
 from ._clock import now_ns
@@ -68,6 +69,7 @@ from ._errors import (
     NoMountError,
     PathError,
 )
+from ._forward import ForwardingFile, Verb
 from ._match import GlobPlan, compile_glob, compile_grep, compile_grep_glob
 from ._merge import (
     aclose,
@@ -778,47 +780,18 @@ class UnionFileSystem:
         return forward
 
 
-class _PrefixedFile:
-    """An open file of a child mounted below ``/``: its errors name union paths."""
+class _PrefixedFile(ForwardingFile):
+    """An open file of a child mounted below ``/``: every call forwarded, its errors naming
+    union paths; it has the capabilities of the child's file (``stat``)."""
 
-    __slots__ = ("_file", "_prefix")
+    __slots__ = ("_prefix",)
 
     def __init__(self, file: OpenFile, prefix: str) -> None:
-        self._file = file
         self._prefix = prefix
+        self._forward_to(file)
 
-    async def read(self, offset: int, size: int) -> bytes:
+    async def _around(self, verb: Verb, args: tuple[Any, ...]) -> Any:
         try:
-            return await self._file.read(offset, size)
-        except Exception as error:
-            _rethrow(error, self._prefix)
-
-    async def write(self, offset: int, data: bytes) -> int:
-        try:
-            return await self._file.write(offset, data)
-        except Exception as error:
-            _rethrow(error, self._prefix)
-
-    async def truncate(self, size: int) -> None:
-        try:
-            await self._file.truncate(size)
-        except Exception as error:
-            _rethrow(error, self._prefix)
-
-    async def flush(self) -> None:
-        try:
-            await self._file.flush()
-        except Exception as error:
-            _rethrow(error, self._prefix)
-
-    async def fsync(self, datasync: bool = False) -> None:
-        try:
-            await self._file.fsync(datasync)
-        except Exception as error:
-            _rethrow(error, self._prefix)
-
-    async def close(self) -> None:
-        try:
-            await self._file.close()
+            return await verb.call(self._inner, args)
         except Exception as error:
             _rethrow(error, self._prefix)
