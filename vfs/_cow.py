@@ -81,6 +81,7 @@ from ._errors import (
     PathError,
     PermissionDeniedError,
 )
+from ._forward import ForwardingFile, Verb
 from ._match import compile_grep
 from ._merge import aclose, grep_key, merge_sorted, search_key, take
 from ._paths import (
@@ -332,9 +333,15 @@ class CowFileSystem:
         info = await self._lower.lstat(path)
         if not info.exists:
             return _Found(path, info, None)
+        return _Found(path, self._shown_lower(path, info), _LOWER)
+
+    def _shown_lower(self, path: str, info: FileInfo) -> FileInfo:
+        """What the merged view shows of the lower's entry at real path ``path``, whose
+        ``lstat`` is ``info``: not linked to its other names (see :func:`_unlinked`), with
+        the times set through this tree."""
         if info.linked_id is not None:
             info = _unlinked(info)
-        return _Found(path, self._touched(path, info) if self._meta.times else info, _LOWER)
+        return self._touched(path, info) if self._meta.times else info
 
     def _touched(self, path: str, info: FileInfo) -> FileInfo:
         """The lower's ``info`` at real path ``path``, with the times set through this tree."""
@@ -628,9 +635,7 @@ class CowFileSystem:
                     continue
                 if real == ROOT and name == RESERVED_NAME:
                     continue
-                if info.linked_id is not None:
-                    info = _unlinked(info)
-                merged[name] = self._touched(entry.path, info) if self._meta.times else info
+                merged[name] = self._shown_lower(entry.path, info)
         base = "/" if path == ROOT else path + "/"
         return [(DirEntry(base + name, merged[name].kind), merged[name]) for name in sorted(merged)]
 
@@ -1243,38 +1248,34 @@ def _unlinked(info: FileInfo) -> FileInfo:
     return replace(info, file_id=None)
 
 
-class _LowerFile:
-    """A read-only handle on a lower file; it reads the upper copy once one is made."""
+class _LowerFile(ForwardingFile):
+    """A read-only handle on a lower file; it reads the upper copy once one is made. Its
+    ``stat`` (where the lower's files have one) answers what the merged view shows."""
 
-    __slots__ = ("_cow", "_file", "path")
+    __slots__ = ("_cow", "_rebound", "path")
 
     def __init__(self, cow: CowFileSystem, path: str, file: OpenFile) -> None:
         self._cow = cow
-        self._file = file
         self.path = path
+        self._rebound = False
+        self._forward_to(file)
 
     async def rebind(self, file: OpenFile) -> None:
-        old, self._file = self._file, file
+        old, self._inner = self._inner, file
+        self._rebound = True
         await old.close()
 
-    async def read(self, offset: int, size: int) -> bytes:
-        return await self._file.read(offset, size)
-
-    async def write(self, offset: int, data: bytes) -> int:
-        raise PathError(self.path, errno=errno.EBADF)  # opened for reading only
-
-    async def truncate(self, size: int) -> None:
-        raise PathError(self.path, errno=errno.EBADF)
-
-    async def flush(self) -> None:
-        await self._file.flush()
-
-    async def fsync(self, datasync: bool = False) -> None:
-        await self._file.fsync(datasync)
-
-    async def close(self) -> None:
-        self._cow._forget_handle(self)
-        await self._file.close()
+    async def _around(self, verb: Verb, args: tuple[Any, ...]) -> Any:
+        if verb.changing:
+            raise PathError(self.path, errno=errno.EBADF)  # opened for reading only
+        if verb.kind == "closes":
+            self._cow._forget_handle(self)
+        elif verb.name == "stat":
+            if not self._rebound:
+                return self._cow._shown_lower(self.path, await verb.call(self._inner, args))
+            if getattr(self._inner, "stat", None) is None:  # an upper whose files cannot say
+                return await self._cow.lstat(self.path)
+        return await verb.call(self._inner, args)
 
 
 def _refuse_reserved(path: str) -> None:
