@@ -44,7 +44,7 @@ same capabilities.
 from __future__ import annotations
 
 import inspect
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, TypeVar
 
@@ -374,22 +374,33 @@ def _present(optional: tuple[Verb, ...], inner: object) -> tuple[Verb, ...]:
     return tuple(found)
 
 
-_CLASSES: dict[tuple[type, tuple[Verb, ...]], type] = {}
-_PLAIN: dict[type, type] = {}  # a class made by _with_capabilities -> the wrapper's own class
+_CLASSES: dict[tuple[type, tuple[tuple[str, Any], ...]], type] = {}
+_PLAIN: dict[type, type] = {}  # a class made by _extended -> the class it extends
 
 
-def _with_capabilities(cls: type, present: tuple[Verb, ...]) -> type:
-    """``cls`` with forwarders for ``present`` after its own definitions (made once)."""
-    key = (cls, present)
+def _extended(cls: type, methods: tuple[tuple[str, Any], ...]) -> type:
+    """``cls`` with ``methods`` (name, function) after its own definitions (made once)."""
+    cls = _PLAIN.get(cls, cls)
+    if not methods:
+        return cls
+    key = (cls, methods)
     made = _CLASSES.get(key)
     if made is None:
-        forwarders: dict[str, Any] = {verb.name: verb.forwarder for verb in present}
-        mixin = type("Forwarded", (), {"__slots__": (), **forwarders})
+        mixin = type("Offered", (), {"__slots__": (), **dict(methods)})
         made = type(cls.__name__, (cls, mixin), {"__slots__": (), "__module__": cls.__module__})
-        made.__qualname__ = f"{cls.__qualname__}[{'+'.join(verb.name for verb in present)}]"
+        made.__qualname__ = f"{cls.__qualname__}[{'+'.join(name for name, _ in methods)}]"
         _CLASSES[key] = made
         _PLAIN[made] = cls
     return made
+
+
+def offer(instance: object, methods: Mapping[str, Callable[..., Any]]) -> None:
+    """Give ``instance`` (of a class with ``__slots__``) the optional ``methods``, by name: a
+    composer's own implementation of a capability, offered where its parts have it (the
+    instance's class is switched once, as for the forwarders; its own definitions win)."""
+    target = _extended(type(instance), tuple(methods.items()))
+    if target is not type(instance):
+        instance.__class__ = target
 
 
 class _Forwarding:
@@ -398,11 +409,9 @@ class _Forwarding:
 
     def _adopt(self, inner: object) -> None:
         """Switch to the class with ``inner``'s capabilities (see the module docstring)."""
-        cls = type(self)
-        plain = _PLAIN.get(cls, cls)
         present = _present(self._optional, inner)
-        target = _with_capabilities(plain, present) if present else plain
-        if target is not cls:
+        target = _extended(type(self), tuple((verb.name, verb.forwarder) for verb in present))
+        if target is not type(self):
             self.__class__ = target
 
 

@@ -37,7 +37,8 @@ the mount. ``grep`` (an iterator, as every tree's) raises an invalid pattern at 
 iteration, never at the call.
 
 POSIX: each operation goes to :func:`posix_view` of the covering mount (so an eight-verb child
-still mounts). A rename across mounts raises ``CrossMountError`` (``EXDEV``: ``mv`` then copies).
+still mounts). Where a mount lists reusing what a caller knows (:class:`vfs.ListsReusing`), the
+union does too, through the covering mount's own (``list_info`` where it has none). A rename across mounts raises ``CrossMountError`` (``EXDEV``: ``mv`` then copies).
 Mount points and the directories above them cannot be removed or renamed (``EBUSY``); ``mkdir``
 of one is ``FileExistsError``. Creating an entry (``open`` with ``create``, ``mkdir``, ``symlink``,
 ``rename``) in a directory that exists only because a deeper mount lies beneath it first creates
@@ -59,7 +60,15 @@ from contextlib import aclosing
 from dataclasses import dataclass, replace
 from typing import Any, NoReturn, TypeVar
 
-from ._capabilities import ListInfo, buffers_writes, list_info_of, make_link, make_node
+from ._capabilities import (
+    ListInfo,
+    ListReusing,
+    buffers_writes,
+    list_info_of,
+    list_reusing_of,
+    make_link,
+    make_node,
+)
 from ._clock import now_ns
 from ._errors import (
     CrossMountError,
@@ -69,7 +78,7 @@ from ._errors import (
     NoMountError,
     PathError,
 )
-from ._forward import ForwardingFile, Verb
+from ._forward import ForwardingFile, Verb, offer
 from ._match import GlobPlan, compile_glob, compile_grep, compile_grep_glob
 from ._merge import (
     aclose,
@@ -84,6 +93,7 @@ from ._merge import (
 from ._paths import (
     ROOT,
     add_prefix,
+    base_name,
     is_strictly_under,
     normalize_path,
     parent_path,
@@ -102,6 +112,7 @@ from ._types import (
     FileSystem,
     GrepQuery,
     GrepResult,
+    NamedListing,
     OpenFile,
     PosixFileSystem,
     SearchQuery,
@@ -133,6 +144,7 @@ class _Mount:
     view: PosixFileSystem
     nested: bool  # another mount lies strictly beneath this one
     list_info: ListInfo  # the view's own, or list + lstat
+    list_reusing: ListReusing | None  # the view's own, if it has one
 
 
 def _child_path(path: object) -> str:
@@ -270,7 +282,8 @@ class UnionFileSystem:
         for prefix, fs in prefixes.items():
             view = views.setdefault(id(fs), posix_view(fs))
             nested = any(is_strictly_under(other, prefix) for other in prefixes)
-            mounted.append(_Mount(prefix, fs, view, nested, list_info_of(view)))
+            mount = _Mount(prefix, fs, view, nested, list_info_of(view), list_reusing_of(view))
+            mounted.append(mount)
         self._mounts: tuple[_Mount, ...] = tuple(mounted)
         # A handle of any child may buffer writes: then the mount must forward every FLUSH.
         self.buffers_writes = any(buffers_writes(mount.view) for mount in self._mounts)
@@ -314,6 +327,8 @@ class UnionFileSystem:
         }
         self._observers = Observers()
         self._subscribed = False
+        if any(mount.list_reusing is not None for mount in self._mounts):
+            offer(self, {"list_info_reusing": UnionFileSystem._list_info_reusing})
 
     def __repr__(self) -> str:
         inner = ", ".join(f"{m.prefix!r}: {m.fs!r}" for m in self._mounts)
@@ -409,6 +424,28 @@ class UnionFileSystem:
         for kid in synthesized:
             merged[kid] = (DirEntry(kid, "directory"), await self._stat(kid, follow=False))
         return [merged[kid] for kid in sorted(merged)]
+
+    async def _list_info_reusing(self, prefix: str, known: Mapping[str, FileInfo]) -> NamedListing:
+        """``list_info_reusing`` (:class:`vfs.ListsReusing`), offered where a mount has it:
+        the covering mount's own (its ``list_info`` where it has none), with the synthesized
+        directories as ``list_info`` adds them."""
+        path = normalize_path(prefix)
+        mount = self._resolve(path)
+        named: NamedListing = []
+        if mount is not None:
+            child = strip_prefix(path, mount.prefix)
+            if mount.list_reusing is not None:
+                named = await _guarded(mount.prefix, mount.list_reusing(child, known))
+            else:
+                listing = await _guarded(mount.prefix, mount.list_info(child))
+                named = [(base_name(entry.path), info) for entry, info in listing]
+        synthesized = self._synth_children.get(path, ())
+        if not synthesized:
+            return named
+        merged = dict(named)  # synthesized directories win, as in list_info
+        for kid in synthesized:
+            merged[base_name(kid)] = await self._stat(kid, follow=False)
+        return sorted(merged.items())
 
     async def stat(self, path: str) -> FileInfo:
         return await self._stat(normalize_path(path), follow=True)
