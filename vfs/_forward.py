@@ -15,8 +15,8 @@ file's ``stat``...).
 ``self._inner``, and a wrapper is a subclass that overrides the one hook it needs:
 
 - ``_around(verb, args)`` sees every call of a verb that returns an awaitable; ``args`` holds
-  every argument of the call in the order of the signature, defaults filled in, so a hook reads
-  them by position (or :meth:`Verb.arg`) and :meth:`Verb.call` makes the call on a tree. The
+  every argument of the call in the order of the signature (``Verb.params``), defaults filled
+  in, so a hook reads them by position, and :meth:`Verb.call` makes the call on a tree. The
   default returns ``verb.call(self._inner, args)`` itself: a plain forward adds no coroutine.
 - ``_around_stream(verb, args)`` the same for the verbs that return an async iterator
   (``list``, ``glob``, ``grep``, ``search``).
@@ -131,7 +131,6 @@ class Verb:
     path_at: tuple[int, ...] = field(init=False, repr=False, compare=False)
     """Where each of ``paths`` is in a call's ``args``."""
     _writes_at: tuple[int, ...] = field(init=False, repr=False, compare=False)
-    """Where each of ``paths`` is in a call's ``args``."""
 
     def __post_init__(self) -> None:
         params: tuple[inspect.Parameter, ...] = ()
@@ -171,17 +170,13 @@ class Verb:
         """The paths this call names (as given: not normalized), in the order of ``paths``."""
         if len(self.path_at) == 1:
             value = args[self.path_at[0]]
-            field = self.paths[0].field
-            return (getattr(value, field) if field else value,)
+            attribute = self.paths[0].field
+            return (getattr(value, attribute) if attribute else value,)
         found = []
         for arg, index in zip(self.paths, self.path_at, strict=True):
             value = args[index]
             found.append(getattr(value, arg.field) if arg.field else value)
         return tuple(found)
-
-    def arg(self, args: tuple[Any, ...], name: str) -> Any:
-        """The argument ``name`` of this call."""
-        return args[self.params.index(name)]
 
     def kept(self, items: list[Any], scope: str, keep: Keep) -> list[Any]:
         """The results of a listing call (``list_info``...) of directory ``scope`` (normalized)
