@@ -218,8 +218,9 @@ def policy_fs(
     """``tree`` with ``rules`` enforced on every call (see the module docstring).
 
     ``rules`` is a :class:`Policy` (then ``default`` is its own) or rules in order, the last
-    match winning. The result implements :class:`FileSystem`, :class:`PosixFileSystem` and
-    :class:`Watchable` (changes are forwarded as the tree reports them).
+    match winning. The result implements :class:`FileSystem` and :class:`PosixFileSystem`, and
+    every optional capability of ``posix_view(tree)``: :class:`Watchable` (changes are forwarded
+    as the tree reports them), hard links, nodes, listings that reuse what a mount knows...
     """
     return PolicyFileSystem(tree, as_policy(rules, default))
 
