@@ -258,69 +258,74 @@ def _compiled(source: str, name: str, namespace: dict[str, Any]) -> Callable[...
     return function
 
 
-def _path(name: str, access: Access = "look", entry: Entry = "any", **more: Any) -> PathArg:
-    return PathArg(name, access, entry, **more)
-
-
 TREE_VERBS: tuple[Verb, ...] = (
     # The eight verbs.
-    Verb("list", FileSystem, "lists", (_path("prefix"),), shape="stream", results="entries"),
-    Verb("stat", FileSystem, "reads", (_path("path", follows=True),)),
-    Verb("glob", FileSystem, "lists", (_path("dir"),), shape="stream", results="entries"),
-    Verb("read", FileSystem, "reads", (_path("path", follows=True),)),
+    Verb("list", FileSystem, "lists", (PathArg("prefix"),), shape="stream", results="entries"),
+    Verb("stat", FileSystem, "reads", (PathArg("path", follows=True),)),
+    Verb("glob", FileSystem, "lists", (PathArg("dir"),), shape="stream", results="entries"),
+    Verb("read", FileSystem, "reads", (PathArg("path", follows=True),)),
     Verb(
-        "grep", FileSystem, "lists", (_path("query", field="path"),), shape="stream", results="hits"
+        "grep",
+        FileSystem,
+        "lists",
+        (PathArg("query", field="path"),),
+        shape="stream",
+        results="hits",
     ),
     Verb(
         "write",
         FileSystem,
         "creates",
-        (_path("path", "write", "file", follows=True, parents=True),),
+        (PathArg("path", "write", "file", follows=True, parents=True),),
     ),
-    Verb("delete", FileSystem, "changes", (_path("path", "remove"),)),
+    Verb("delete", FileSystem, "changes", (PathArg("path", "remove"),)),
     Verb(
         "search",
         FileSystem,
         "lists",
-        (_path("query", field="path"),),
+        (PathArg("query", field="path"),),
         shape="stream",
         results="hits",
     ),
     # The POSIX extension.
-    Verb("lstat", PosixFileSystem, "reads", (_path("path"),)),
+    Verb("lstat", PosixFileSystem, "reads", (PathArg("path"),)),
     Verb(
         "open",
         PosixFileSystem,
         "reads",
-        (_path("path", "look", "file", follows=True),),
+        (PathArg("path", "look", "file", follows=True),),
         writes_with=("write", "create", "truncate"),
     ),
-    Verb("mkdir", PosixFileSystem, "creates", (_path("path", "make", "directory"),)),
-    Verb("rmdir", PosixFileSystem, "changes", (_path("path", "remove", "directory"),)),
-    Verb("unlink", PosixFileSystem, "changes", (_path("path", "remove"),)),
-    Verb("rename", PosixFileSystem, "changes", (_path("src", "remove"), _path("dst", "remove"))),
-    Verb("setattr", PosixFileSystem, "changes", (_path("path", "write"),)),
-    Verb("symlink", PosixFileSystem, "creates", (_path("path", "make", "file"),)),
-    Verb("readlink", PosixFileSystem, "reads", (_path("path"),)),
+    Verb("mkdir", PosixFileSystem, "creates", (PathArg("path", "make", "directory"),)),
+    Verb("rmdir", PosixFileSystem, "changes", (PathArg("path", "remove", "directory"),)),
+    Verb("unlink", PosixFileSystem, "changes", (PathArg("path", "remove"),)),
+    Verb(
+        "rename", PosixFileSystem, "changes", (PathArg("src", "remove"), PathArg("dst", "remove"))
+    ),
+    Verb("setattr", PosixFileSystem, "changes", (PathArg("path", "write"),)),
+    Verb("symlink", PosixFileSystem, "creates", (PathArg("path", "make", "file"),)),
+    Verb("readlink", PosixFileSystem, "reads", (PathArg("path"),)),
     # Optional capabilities.
-    Verb("list_info", ListsWithInfo, "lists", (_path("prefix"),), results="listing", optional=True),
+    Verb(
+        "list_info", ListsWithInfo, "lists", (PathArg("prefix"),), results="listing", optional=True
+    ),
     Verb(
         "list_info_reusing",
         ListsReusing,
         "lists",
-        (_path("prefix"),),
+        (PathArg("prefix"),),
         results="named",
         optional=True,
     ),
-    Verb("mknod", MakesNodes, "creates", (_path("path", "make", "file"),), optional=True),
+    Verb("mknod", MakesNodes, "creates", (PathArg("path", "make", "file"),), optional=True),
     Verb(
         "link",
         MakesLinks,
         "creates",
-        (_path("src", "write"), _path("dst", "make", "file")),
+        (PathArg("src", "write"), PathArg("dst", "make", "file")),
         optional=True,
     ),
-    Verb("read_bytes", ReadsBytes, "reads", (_path("path", follows=True),), optional=True),
+    Verb("read_bytes", ReadsBytes, "reads", (PathArg("path", follows=True),), optional=True),
     Verb("watch", Watchable, "reads", shape="sync", optional=True),
     Verb("buffers_writes", BuffersWrites, "reads", shape="value", optional=True),
 )
