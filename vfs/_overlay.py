@@ -45,6 +45,7 @@ from typing import Any, NoReturn, TypeVar
 
 from ._capabilities import list_info_of
 from ._errors import FileNotFoundError, ReadOnlyMountError, is_answer
+from ._forward import ForwardingFile, Verb
 from ._match import compile_grep
 from ._merge import (
     aclose,
@@ -452,29 +453,19 @@ class OverlayFileSystem:
         return self._observers.notify(change)
 
 
-class _ReadOnlyFile:
-    """A handle of the winning layer that refuses writes."""
+class _ReadOnlyFile(ForwardingFile):
+    """A handle of the winning layer that refuses writes; it has the capabilities of the
+    layer's file (``stat``)."""
 
-    __slots__ = ("_file", "_path")
+    __slots__ = ("_path",)
 
     def __init__(self, file: OpenFile, path: str) -> None:
-        self._file = file
         self._path = path
+        self._forward_to(file)
 
-    async def read(self, offset: int, size: int) -> bytes:
-        return await self._file.read(offset, size)
-
-    async def write(self, offset: int, data: bytes) -> int:
-        raise ReadOnlyMountError(self._path)
-
-    async def truncate(self, size: int) -> None:
-        raise ReadOnlyMountError(self._path)
-
-    async def flush(self) -> None:
-        """Nothing to write back: the handle never changes the file."""
-
-    async def fsync(self, datasync: bool = False) -> None:
-        """Nothing to write back: the handle never changes the file."""
-
-    async def close(self) -> None:
-        await self._file.close()
+    async def _around(self, verb: Verb, args: tuple[Any, ...]) -> Any:
+        if verb.changing:
+            raise ReadOnlyMountError(self._path)
+        if verb.kind == "syncs":
+            return None  # nothing to write back: the handle never changes the file
+        return await verb.call(self._inner, args)

@@ -31,6 +31,9 @@ The tree keeps no modes, owners or times, so ``setattr`` accepts and ignores the
 ``read`` of a tree without ``read_bytes`` with replacement characters, so there such a file does
 not survive a rename or a truncate (``host_fs`` has ``read_bytes``: its files keep every byte).
 
+Where the tree can give a file's exact bytes (``read_bytes``), the view can too, so that a
+wrapper over the view keeps that capability.
+
 Changes: when the wrapped tree is :class:`Watchable`, ``watch`` subscribes to it and the view adds
 only its own pending-directory changes; otherwise the view reports every change made through it.
 """
@@ -55,6 +58,7 @@ from ._errors import (
     NotSupportedError,
     PathError,
 )
+from ._forward import offer
 from ._merge import aclose, merge_sorted, path_key, unique_by_path
 from ._paths import ROOT, is_strictly_under, is_under, join_path, normalize_path, parent_path
 from ._types import (
@@ -69,6 +73,7 @@ from ._types import (
     GrepResult,
     OpenFile,
     PosixFileSystem,
+    ReadsBytes,
     SearchQuery,
     SearchResult,
     Watchable,
@@ -107,6 +112,8 @@ class PosixView:
         self._watchable = isinstance(fs, Watchable)
         self._uid = os.getuid()
         self._gid = os.getgid()
+        if isinstance(fs, ReadsBytes):
+            offer(self, {"read_bytes": PosixView._read_bytes})
 
     def __repr__(self) -> str:
         return f"posix_view({self._fs!r})"
@@ -264,6 +271,16 @@ class PosixView:
         path = normalize_path(path)
         try:
             return await self._fs.read(path)
+        except builtins.FileNotFoundError:
+            if self._dirs and self._pending(path) is not None:
+                raise IsADirectoryError(path) from None
+            raise
+
+    async def _read_bytes(self, path: str) -> bytes:
+        """The tree's ``read_bytes`` (offered where it has one), as ``read`` answers."""
+        path = normalize_path(path)
+        try:
+            return await cast(ReadsBytes, self._fs).read_bytes(path)
         except builtins.FileNotFoundError:
             if self._dirs and self._pending(path) is not None:
                 raise IsADirectoryError(path) from None

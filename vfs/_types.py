@@ -471,6 +471,24 @@ class ListsReusing(Protocol):
 
 
 @runtime_checkable
+class ReadsBytes(Protocol):
+    """A tree whose ``read`` decodes text lossily and that can give a file's exact bytes too
+    (optional; ``host_fs``: see :func:`vfs._capabilities.read_bytes`)."""
+
+    async def read_bytes(self, path: str) -> bytes:
+        """The bytes of the file at ``path``, exactly as stored."""
+        ...
+
+
+@runtime_checkable
+class BuffersWrites(Protocol):
+    """A tree that says whether its open files hold written bytes back (optional; see
+    :class:`PosixFileSystem` and :func:`vfs._capabilities.buffers_writes`)."""
+
+    buffers_writes: bool
+
+
+@runtime_checkable
 class StatsOpenFile(Protocol):
     """An :class:`OpenFile` that can say what its file's attributes are now (optional)."""
 

@@ -28,7 +28,8 @@ files that a deeper mount shadows are dropped (what ``read`` would not return is
 with :func:`vfs._pushdown.refilled` keeping the pushdown exact.
 
 Errors: a child's :class:`PathError` is re-raised with the union path (``error.with_path``), also
-when it is raised lazily inside an iterator. Other ``OSError``s whose ``filename`` is an absolute
+when it is raised lazily inside an iterator or by one of the child's open files (which the union
+forwards whole, by :mod:`vfs._forward`'s table: they keep their capabilities, such as ``stat``). Other ``OSError``s whose ``filename`` is an absolute
 path get that filename re-prefixed (in place). Anything else gets a best-effort rewrite of its
 message (each absolute path in the text, one that no word, URL or number runs into, is moved
 under the prefix: the model sees the union's namespace, as the contract asks) and a note naming
@@ -36,7 +37,8 @@ the mount. ``grep`` (an iterator, as every tree's) raises an invalid pattern at 
 iteration, never at the call.
 
 POSIX: each operation goes to :func:`posix_view` of the covering mount (so an eight-verb child
-still mounts). A rename across mounts raises ``CrossMountError`` (``EXDEV``: ``mv`` then copies).
+still mounts). Where a mount lists reusing what a caller knows (:class:`vfs.ListsReusing`), the
+union does too, through the covering mount's own (``list_info`` where it has none). A rename across mounts raises ``CrossMountError`` (``EXDEV``: ``mv`` then copies).
 Mount points and the directories above them cannot be removed or renamed (``EBUSY``); ``mkdir``
 of one is ``FileExistsError``. Creating an entry (``open`` with ``create``, ``mkdir``, ``symlink``,
 ``rename``) in a directory that exists only because a deeper mount lies beneath it first creates
@@ -56,9 +58,17 @@ import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from contextlib import aclosing
 from dataclasses import dataclass, replace
-from typing import NoReturn, TypeVar
+from typing import Any, NoReturn, TypeVar
 
-from ._capabilities import ListInfo, buffers_writes, list_info_of, make_link, make_node
+from ._capabilities import (
+    ListInfo,
+    ListReusing,
+    buffers_writes,
+    list_info_of,
+    list_reusing_of,
+    make_link,
+    make_node,
+)
 from ._clock import now_ns
 from ._errors import (
     CrossMountError,
@@ -68,6 +78,7 @@ from ._errors import (
     NoMountError,
     PathError,
 )
+from ._forward import ForwardingFile, Verb, offer
 from ._match import GlobPlan, compile_glob, compile_grep, compile_grep_glob
 from ._merge import (
     aclose,
@@ -82,6 +93,7 @@ from ._merge import (
 from ._paths import (
     ROOT,
     add_prefix,
+    base_name,
     is_strictly_under,
     normalize_path,
     parent_path,
@@ -100,6 +112,7 @@ from ._types import (
     FileSystem,
     GrepQuery,
     GrepResult,
+    NamedListing,
     OpenFile,
     PosixFileSystem,
     SearchQuery,
@@ -131,6 +144,7 @@ class _Mount:
     view: PosixFileSystem
     nested: bool  # another mount lies strictly beneath this one
     list_info: ListInfo  # the view's own, or list + lstat
+    list_reusing: ListReusing | None  # the view's own, if it has one
 
 
 def _child_path(path: object) -> str:
@@ -268,7 +282,8 @@ class UnionFileSystem:
         for prefix, fs in prefixes.items():
             view = views.setdefault(id(fs), posix_view(fs))
             nested = any(is_strictly_under(other, prefix) for other in prefixes)
-            mounted.append(_Mount(prefix, fs, view, nested, list_info_of(view)))
+            mount = _Mount(prefix, fs, view, nested, list_info_of(view), list_reusing_of(view))
+            mounted.append(mount)
         self._mounts: tuple[_Mount, ...] = tuple(mounted)
         # A handle of any child may buffer writes: then the mount must forward every FLUSH.
         self.buffers_writes = any(buffers_writes(mount.view) for mount in self._mounts)
@@ -312,6 +327,8 @@ class UnionFileSystem:
         }
         self._observers = Observers()
         self._subscribed = False
+        if any(mount.list_reusing is not None for mount in self._mounts):
+            offer(self, {"list_info_reusing": UnionFileSystem._list_info_reusing})
 
     def __repr__(self) -> str:
         inner = ", ".join(f"{m.prefix!r}: {m.fs!r}" for m in self._mounts)
@@ -407,6 +424,28 @@ class UnionFileSystem:
         for kid in synthesized:
             merged[kid] = (DirEntry(kid, "directory"), await self._stat(kid, follow=False))
         return [merged[kid] for kid in sorted(merged)]
+
+    async def _list_info_reusing(self, prefix: str, known: Mapping[str, FileInfo]) -> NamedListing:
+        """``list_info_reusing`` (:class:`vfs.ListsReusing`), offered where a mount has it:
+        the covering mount's own (its ``list_info`` where it has none), with the synthesized
+        directories as ``list_info`` adds them."""
+        path = normalize_path(prefix)
+        mount = self._resolve(path)
+        named: NamedListing = []
+        if mount is not None:
+            child = strip_prefix(path, mount.prefix)
+            if mount.list_reusing is not None:
+                named = await _guarded(mount.prefix, mount.list_reusing(child, known))
+            else:
+                listing = await _guarded(mount.prefix, mount.list_info(child))
+                named = [(base_name(entry.path), info) for entry, info in listing]
+        synthesized = self._synth_children.get(path, ())
+        if not synthesized:
+            return named
+        merged = dict(named)  # synthesized directories win, as in list_info
+        for kid in synthesized:
+            merged[base_name(kid)] = await self._stat(kid, follow=False)
+        return sorted(merged.items())
 
     async def stat(self, path: str) -> FileInfo:
         return await self._stat(normalize_path(path), follow=True)
@@ -778,47 +817,18 @@ class UnionFileSystem:
         return forward
 
 
-class _PrefixedFile:
-    """An open file of a child mounted below ``/``: its errors name union paths."""
+class _PrefixedFile(ForwardingFile):
+    """An open file of a child mounted below ``/``: every call forwarded, its errors naming
+    union paths; it has the capabilities of the child's file (``stat``)."""
 
-    __slots__ = ("_file", "_prefix")
+    __slots__ = ("_prefix",)
 
     def __init__(self, file: OpenFile, prefix: str) -> None:
-        self._file = file
         self._prefix = prefix
+        self._forward_to(file)
 
-    async def read(self, offset: int, size: int) -> bytes:
+    async def _around(self, verb: Verb, args: tuple[Any, ...]) -> Any:
         try:
-            return await self._file.read(offset, size)
-        except Exception as error:
-            _rethrow(error, self._prefix)
-
-    async def write(self, offset: int, data: bytes) -> int:
-        try:
-            return await self._file.write(offset, data)
-        except Exception as error:
-            _rethrow(error, self._prefix)
-
-    async def truncate(self, size: int) -> None:
-        try:
-            await self._file.truncate(size)
-        except Exception as error:
-            _rethrow(error, self._prefix)
-
-    async def flush(self) -> None:
-        try:
-            await self._file.flush()
-        except Exception as error:
-            _rethrow(error, self._prefix)
-
-    async def fsync(self, datasync: bool = False) -> None:
-        try:
-            await self._file.fsync(datasync)
-        except Exception as error:
-            _rethrow(error, self._prefix)
-
-    async def close(self) -> None:
-        try:
-            await self._file.close()
+            return await verb.call(self._inner, args)
         except Exception as error:
             _rethrow(error, self._prefix)

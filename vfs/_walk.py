@@ -15,6 +15,7 @@ from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from contextlib import aclosing
 
 from ._content import is_image_path
+from ._errors import PathError, is_answer
 from ._match import LineGrep, compile_glob, compile_grep, compile_grep_glob
 from ._paths import base_name, join_path, normalize_path, relative_to
 from ._reading import open_for_reading, read_chunks
@@ -49,7 +50,8 @@ async def glob_start(
     lstat: Callable[[str], Awaitable[FileInfo]], directory: str, segments: Sequence[str]
 ) -> str | None:
     """Where a glob's walk starts: ``directory`` joined with the pattern's literal leading
-    ``segments`` (``GlobPlan.literal_prefix``), or ``None`` when one of them is not a directory.
+    ``segments`` (``GlobPlan.literal_prefix``), or ``None`` when one of them is not a directory
+    (or does not resolve: a symlink loop above it finds nothing, as a missing start does).
 
     The one rule every tree's ``glob`` follows: a walk never descends a directory symlink, and
     a literal segment is walked like any other, so it must be a real directory too (``lstat``
@@ -59,7 +61,13 @@ async def glob_start(
     start = directory
     for segment in segments:
         start = join_path(start, segment)
-        if (await lstat(start)).kind != "directory":
+        try:
+            kind = (await lstat(start)).kind
+        except PathError as error:
+            if not is_answer(error):
+                raise  # the tree could not answer (a backend that is down)
+            return None
+        if kind != "directory":
             return None
     return start
 
