@@ -41,8 +41,8 @@ Decisions a reader may question:
   otherwise each remaining entry is ``lstat``ed again, because readdirplus attributes go
   straight into the kernel's attribute cache and must not be older than the request.
   ``opendir`` answers ``ENOSYS`` (when this pyfuse3 names a readdir's directory without a
-  handle: ``LIST_BY_INODE``) for a directory with a modification time: the kernel then sends no
-  OPENDIR or RELEASEDIR for the rest of the mount and keeps every listing until the directory
+  handle: ``Terms.listings_by_inode``) for a directory with a modification time: the kernel
+  then sends no OPENDIR or RELEASEDIR for the rest of the mount and keeps every listing until the directory
   changes (through the mount the kernel notices; through the API ``mountd._invalidate`` drops
   the directory's pages; behind the tree's back the kernel sees the directory's time move once
   its attributes expire). Such listings live on the inode (``Node.listing``), numbered by
@@ -63,8 +63,8 @@ Decisions a reader may question:
   unlink takes a keeper too (the daemon cannot tell whether the file is open); it is writable
   for a file the mount created or wrote (a temporary file's create-unlink-write pattern), and
   read-only otherwise, since opening a copy-on-write tree's file for writing copies it up.
-- Files are served by inode (``files_by_inode``, when this pyfuse3 can: ``FILES_BY_INODE``, and
-  the tree buffers nothing in its open files): ``open`` answers ``ENOSYS``, after which the
+- Files are served by inode (``Terms.files_by_inode``: when this pyfuse3 can, and the tree
+  buffers nothing in its open files): ``open`` answers ``ENOSYS``, after which the
   kernel opens files without asking, for the rest of the mount, sends no RELEASE (not even for
   created files) and names the file of each read, write and fsync by its inode. Each such
   request opens the file by its current path for that request (cheap: the tree's open is a
@@ -80,8 +80,8 @@ Decisions a reader may question:
 - Open files keep the kernel's page cache (``keep_cache``), and what is written through the
   mount stays in it: the kernel's own rule (``auto_inval_data``: drop a file's pages whenever
   its modification time moves, which every write does) is off when pyfuse3 can switch it
-  (``OWN_PAGE_CACHE``). The pages are dropped at the next open instead when the tree reports a
-  new size or time the mount did not cause (``Node.learn``: another writer of a host directory;
+  (``Terms.kernel_drops_pages``). The pages are dropped at the next open instead when the tree
+  reports a new size or time the mount did not cause (``Node.learn``: another writer of a host directory;
   the kernel asks again once attributes expire, at every permission check; a file open
   meanwhile has them dropped through ``drop_cache`` when a getattr shows it) and after writes
   that started or ended inside a page (the kernel keeps only pages a write covered whole, and
@@ -112,7 +112,6 @@ import pyfuse3
 
 from vfs import Change, FileInfo, OpenFile, PosixFileSystem, change_origin
 from vfs._capabilities import (
-    buffers_writes,
     list_info_of,
     list_reusing_of,
     make_link,
@@ -126,6 +125,7 @@ from ._attrs import BLOCK_SIZE, AttrPolicy
 from ._errno import errno_for
 from ._handles import FIRST_HANDLE, DirHandle, FileHandle, HandleTable, Listing, Offsets
 from ._inodes import InodeTable, Node
+from ._terms import Terms
 
 log = logging.getLogger("mountd")
 
@@ -137,15 +137,6 @@ _STATFS_BLOCKS = 1 << 28
 _STATFS_FILES = 1 << 32
 _NOT_SUPPORTED = (errno.EOPNOTSUPP, errno.ENOSYS)
 
-LIST_BY_INODE = hasattr(pyfuse3.ReaddirToken, "ino")
-"""Whether this pyfuse3 names the directory of a readdir without a handle, which lets opendir
-answer ENOSYS so that the kernel caches listings (``scripts/install`` patches it in)."""
-OWN_PAGE_CACHE = hasattr(pyfuse3.Operations, "auto_inval_data")
-"""Whether this pyfuse3 can stop the kernel from dropping a file's pages whenever its time moves
-(``scripts/install`` patches it in)."""
-FILES_BY_INODE = hasattr(pyfuse3.Operations, "files_by_inode")
-"""Whether this pyfuse3 passes the inode of a file opened without a handle, which lets open
-answer ENOSYS so that the kernel sends no OPEN or RELEASE (``scripts/install`` patches it in)."""
 PAGE_SIZE = mmap.PAGESIZE
 # The most runs of pages _complete_pages hands the kernel at once (tar's 10 KiB writes leave
 # one page in five partly written: a 2.5 MiB file).
@@ -220,48 +211,30 @@ class Operations(pyfuse3.Operations):
         self,
         fs: PosixFileSystem,
         *,
+        terms: Terms,
         attrs: AttrPolicy,
         origin: object,
         counters: Counter[str] | None = None,
-        writeback: bool = False,
-        cache_listings: bool = True,
-        keep_written_pages: bool = True,
-        files_by_inode: bool = True,
-        complete_pages: bool = True,
-        reuse_known_attributes: bool = True,
     ) -> None:
         super().__init__()
         self.fs = fs
+        self.terms = terms
         self.attrs = attrs
         self.origin = origin
         self.counters: Counter[str] = Counter() if counters is None else counters
         self.inodes = InodeTable()
         self.handles = HandleTable()
-        # Fixed for the mount's life: the kernel remembers a FLUSH answered with ENOSYS.
-        self.forwards_flush = buffers_writes(fs)
         self._list_info = list_info_of(fs)
-        # A listing answers a file's attributes unexamined while the mount can vouch for them
-        # (see _vouch): only with attribute caching (the kernel itself keeps attributes for the
-        # timeout, whatever happens to the host file), where the tree can list that way.
-        reusing = reuse_known_attributes and attrs.attr_timeout > 0
-        self._list_reusing = list_reusing_of(fs) if reusing else None
+        self._list_reusing = list_reusing_of(fs) if terms.reuses_attributes else None
         # Moves on every change reported from elsewhere (the API): nothing vouched before holds.
         self._epoch = 0
         # Moves whenever the tree may have changed (a changing request, an API change): a
         # directory listing's attributes are reused across readdir requests only while it stays.
         self.generation = 0
-        # Read by pyfuse3 when the kernel connection is set up.
-        self.enable_writeback_cache = writeback
-        self.auto_inval_data = not (keep_written_pages and OWN_PAGE_CACHE)
-        self.list_by_inode = cache_listings and LIST_BY_INODE
-        # Read by pyfuse3 too. Only for a tree that buffers nothing in its open files: with no
-        # OPEN and RELEASE there is no handle to buffer in, nor a close to write back at.
-        self.files_by_inode = (
-            files_by_inode and FILES_BY_INODE and not self.forwards_flush and not writeback
-        )
-        # Served by inode only: the tree then holds every byte written (see _complete_pages).
-        # Pages are handed over only where the kernel keeps them (not auto_inval_data).
-        self.complete_pages = complete_pages and self.files_by_inode and not self.auto_inval_data
+        # Read by pyfuse3 when the kernel connection is set up (see mountd._terms).
+        self.enable_writeback_cache = terms.writeback_cache
+        self.auto_inval_data = terms.kernel_drops_pages
+        self.files_by_inode = terms.files_by_inode
         # Makes the kernel drop what it caches of an inode (pages, a directory's listing), off
         # the request path (set by mountd._serve): for a listing it should not keep (a directory
         # without a modification time), and for an open file changed behind the mount.
@@ -466,9 +439,9 @@ class Operations(pyfuse3.Operations):
         the kernel discard that answer's attributes as older than the notification, and the
         read that asked (one past the old end of a file a host program extended) would use the
         old size and come back short."""
-        if self.auto_inval_data:
+        if self.terms.kernel_drops_pages:
             node.stale_pages = False
-        elif self.files_by_inode:
+        elif self.terms.files_by_inode:
             node.stale_pages = False
             await self.drop_pages(node.ino)
         elif node.opens:
@@ -604,8 +577,8 @@ class Operations(pyfuse3.Operations):
         # The kernel truncated its pages itself; new times leave them valid.
         node.changed_here = True
         node.learn(info)
-        if fields.update_mtime and not fields.update_size and self.files_by_inode:
-            if self.complete_pages and (node.written or node.partial_pages):
+        if fields.update_mtime and not fields.update_size and self.terms.files_by_inode:
+            if self.terms.complete_pages and (node.written or node.partial_pages):
                 await self._complete_pages(node, path, info.size)
             elif node.written:
                 # A patchwork with no open to drop it at: dropped instead, so that a reader
@@ -739,7 +712,7 @@ class Operations(pyfuse3.Operations):
         _unvouch(parent, text)  # a file with other names keeps them, with a new link count
         # Served by inode, a file stays readable after its unlink only through a keeper (the
         # mount is not told whether it is open).
-        kept = await self._keeper_for(parent, text, path) if self.files_by_inode else None
+        kept = await self._keeper_for(parent, text, path) if self.terms.files_by_inode else None
         if kept is None:
             await self._keep_attributes(parent, text, path)
         try:
@@ -831,7 +804,7 @@ class Operations(pyfuse3.Operations):
 
     @_request()
     async def open(self, inode: int, flags: int, ctx: pyfuse3.RequestContext) -> pyfuse3.FileInfo:
-        if self.files_by_inode:
+        if self.terms.files_by_inode:
             # The kernel sends no OPEN or RELEASE for the rest of the mount, and requests on
             # opened files come by inode (see the module docstring).
             raise _fuse_error(errno.ENOSYS)
@@ -884,7 +857,7 @@ class Operations(pyfuse3.Operations):
             raise
         node = self.inodes.remember(parent, text, info)
         node.written_here = True
-        if self.files_by_inode:
+        if self.terms.files_by_inode:
             # No handle: once the kernel knows open answers ENOSYS it sends no RELEASE for a
             # created file either, and its requests come by inode too. The file stays open for
             # the WRITEs that usually follow (see __init__).
@@ -945,13 +918,13 @@ class Operations(pyfuse3.Operations):
         # a page, or ends inside one before the end of the file, leaves a gap in its cache.
         if off % PAGE_SIZE or (end % PAGE_SIZE and (node.info is None or end < node.info.size)):
             node.written = True
-        if self.complete_pages:
+        if self.terms.complete_pages:
             _track_partial_pages(node, off, end)
         return done
 
     @_request(write=True)
     async def flush(self, fh: int) -> None:
-        if not self.forwards_flush:
+        if not self.terms.forwards_flush:
             # Nothing is buffered in any handle of this tree: ENOSYS makes the kernel stop
             # sending FLUSH on every close(2) for the rest of the mount.
             raise _fuse_error(errno.ENOSYS)
@@ -966,7 +939,7 @@ class Operations(pyfuse3.Operations):
         if fh < FIRST_HANDLE:
             return  # a file created before open first answered ENOSYS: it has no handle
         handle = self.handles.pop_file(fh)
-        if self.forwards_flush:
+        if self.terms.forwards_flush:
             self.generation += 1  # closing a buffering handle writes it back
             handle.node.sure = None
         try:
@@ -993,7 +966,7 @@ class Operations(pyfuse3.Operations):
     @_request()
     async def opendir(self, inode: int, ctx: pyfuse3.RequestContext) -> int:
         node = self._node(inode)
-        if self.list_by_inode:
+        if self.terms.listings_by_inode:
             info = node.info
             path = self.inodes.path(node)
             if info is None and path is not None:

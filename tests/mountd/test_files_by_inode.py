@@ -23,7 +23,8 @@ import vfs
 from mountd import MountOptions, mounted
 from mountd._attrs import AttrPolicy
 from mountd._inodes import ROOT_INODE
-from mountd._ops import FILES_BY_INODE, STORE_RUNS, Operations
+from mountd._ops import STORE_RUNS, Operations
+from mountd._terms import FuseFeatures, Terms
 from vfs.turns import turn_root
 
 pytestmark = [pytest.mark.mount, pytest.mark.timeout(120)]
@@ -31,7 +32,7 @@ pytestmark = [pytest.mark.mount, pytest.mark.timeout(120)]
 
 def test_the_installed_pyfuse3_serves_files_by_inode() -> None:
     """Fails when scripts/install left a pyfuse3 without the patch (two requests per open)."""
-    assert FILES_BY_INODE
+    assert FuseFeatures.installed().files_by_inode
 
 
 @pytest.mark.parametrize("by_inode", [True, False], ids=["by-inode", "handles"])
@@ -604,8 +605,8 @@ def test_the_created_file_is_closed_by_its_last_write_when_let_go_of_meanwhile()
     """A changing request that arrives while a WRITE awaits inside the created file lets go of
     it; the WRITE finishes on an open file and closes it after."""
     tree = _HeldWrites()
-    ops = Operations(tree, attrs=AttrPolicy(uid=0, gid=0), origin=object())
-    ops.files_by_inode = True
+    terms = Terms(forwards_flush=False, files_by_inode=True)
+    ops = Operations(tree, terms=terms, attrs=AttrPolicy(uid=0, gid=0), origin=object())
     ctx: Any = SimpleNamespace(uid=0, gid=0, pid=1, umask=0o022)  # a RequestContext
 
     async def main() -> None:
