@@ -122,6 +122,7 @@ from vfs._paths import NAME_MAX, join_path, parent_path
 from vfs._types import SPECIAL_OF_TYPE_BITS
 
 from ._attrs import BLOCK_SIZE, AttrPolicy
+from ._created import CreatedFile, Held, close_logged
 from ._errno import errno_for
 from ._handles import FIRST_HANDLE, DirHandle, FileHandle, HandleTable, Listing, Offsets
 from ._inodes import InodeTable, Node
@@ -130,6 +131,7 @@ from ._terms import Terms
 log = logging.getLogger("mountd")
 
 _F = TypeVar("_F", bound=Callable[..., Awaitable[Any]])
+Done = Callable[[], Awaitable[None]]
 
 # What statfs reports: trees do not know their capacity, so report a large, mostly free disk
 # (1 TiB in 4 KiB blocks) so that tools checking free space proceed.
@@ -173,13 +175,7 @@ def _request(*, write: bool = False) -> Callable[[_F], _F]:
         @functools.wraps(handler)
         async def changing(self: Operations, *args: Any) -> Any:
             self.counters[op] += 1
-            created = self._created
-            # A WRITE goes through it; so may a SETATTR of its own inode (tar sets each file's
-            # times after writing it: the file is let go of, and learned, once, after that).
-            if created is not None and not (
-                op == "write" or (op == "setattr" and args[0] == created.node.ino)
-            ):
-                await self._close_created()
+            await self._before_change(op, args[0])
             # Before and after: a listing snapshot taken while this runs is not trusted later.
             self.generation += 1
             token = change_origin.set(self.origin)
@@ -246,22 +242,17 @@ class Operations(pyfuse3.Operations):
         self.store_pages: Callable[[int, list[tuple[int, bytes]]], Awaitable[None]] = (
             _nothing_to_store
         )
-        # Served by inode, the file a CREATE opened stays open for the WRITEs that follow it,
-        # as the creator's descriptor would (no reopen by path per WRITE: on dir_fs that is an
-        # openat2, an fstat and a close). Closed by any other changing request (but a SETATTR of
-        # the file itself), by a change from elsewhere, when the kernel forgets the inode, and
-        # at unmount.
-        self._created: _Created | None = None
-        self._created_stale = False
+        # Served by inode: the file a CREATE opened, for the WRITEs that follow it.
+        self.created = CreatedFile()
 
     async def close_all(self) -> None:
         """After the session ends: close the files the kernel never released (a process still
         held them at unmount) and the kept files, so buffering layers write back what they hold."""
         files = [handle.file for handle in self.handles.open_files() if not handle.shared]
         files += [node.keeper for node in self.inodes if node.keeper is not None]
-        if self._created is not None:
-            files.append(self._created.file)
-            self._created = None
+        created = self.created.at_unmount()
+        if created is not None:
+            files.append(created)
         for file in files:
             try:
                 await file.close()
@@ -309,7 +300,7 @@ class Operations(pyfuse3.Operations):
         elsewhere (the API, the host), the created file is reopened by name from then on."""
         self.generation += 1
         if change.origin is not self.origin:
-            self._created_stale = True
+            self.created.changed_elsewhere()
             self._epoch += 1
 
     def _vouch(self, node: Node, info: FileInfo, generation: int) -> None:
@@ -322,21 +313,23 @@ class Operations(pyfuse3.Operations):
             node.sure = info
             node.sure_epoch = self._epoch
 
-    async def _close_created(self) -> None:
-        """Let go of the file a CREATE left open: closed now, or by the last WRITE still
-        using it (a handler may await, and another request run meanwhile)."""
-        created = self._created
-        self._created = None
-        if created is not None:
-            created.detached = True
-            if not created.users:
-                await self._learn_written(created)
-                await _close_logged(created)
+    async def _before_change(self, op: str, ino: int) -> None:
+        """What a changing request ``op`` (on inode or handle ``ino``) lets go of first."""
+        if self.created.lets_go_before(op, ino):
+            await self._let_go_of_created()
 
-    async def _learn_written(self, created: _Created) -> None:
+    async def _let_go_of_created(self) -> None:
+        """Let go of the file a CREATE left open: learned and closed now, or closed by the last
+        WRITE still using it (a handler may await, and another request run meanwhile)."""
+        held = self.created.let_go()
+        if held is not None:
+            await self._learn_written(held)
+            await close_logged(held)
+
+    async def _learn_written(self, created: Held) -> None:
         """What the file the mount just wrote is now, from its descriptor: vouched for, so the
         next listing of its directory need not examine it (only where listings reuse)."""
-        if self._list_reusing is None or self._created_stale:
+        if self._list_reusing is None or self.created.stale:
             return
         generation = self.generation
         try:
@@ -411,19 +404,24 @@ class Operations(pyfuse3.Operations):
             kept[0].keeper = kept[1]
             self.inodes.pin(kept[0])
 
-    async def _file_by_inode(self, ino: int, *, write: bool) -> tuple[Node, OpenFile, bool]:
+    async def _file_by_inode(self, ino: int, *, write: bool) -> tuple[Node, OpenFile, Done]:
         """For a request on a file opened without a handle (``files_by_inode``): its node, an
-        open file of it, and whether the caller closes that file after the request. A file that
-        still has its name is opened by it for the request; an unlinked or replaced one is
-        reached through its keeper."""
+        open file of it, and what to await when the request is done with that file. A WRITE of
+        the file a CREATE left open goes through it; a file that still has its name is opened
+        by it for the request; an unlinked or replaced one is reached through its keeper."""
+        if write:
+            held = self.created.borrow(ino)
+            if held is not None:
+                return held.node, held.file, functools.partial(self.created.give_back, held)
         node = self._node(ino)
-        if self._created is not None and self._created_stale:
-            await self._close_created()
+        if self.created.stale and self.created.held is not None:
+            await self._let_go_of_created()
         path = self.inodes.path(node)
         if path is not None:
-            return node, await self.fs.open(path, write=write), True
+            file = await self.fs.open(path, write=write)
+            return node, file, file.close
         if node.keeper is not None and (node.keeper_writable or not write):
-            return node, node.keeper, False
+            return node, node.keeper, _nothing
         # Unlinked or replaced (or changed behind the mount) with no writable keeper: see
         # _keeper_for.
         raise _fuse_error(errno.ESTALE)
@@ -497,9 +495,8 @@ class Operations(pyfuse3.Operations):
         for ino, count in inode_list:
             self.inodes.forget(ino, count)
             node = self.inodes.find(ino)
-            created = self._created
-            if created is not None and created.node.ino == ino and created.node.lookups == 0:
-                await self._close_created()
+            if self.created.forgotten(ino):
+                await self._let_go_of_created()
             if node is not None and node.keeper is not None:
                 try:
                     await self._close_keeper_if_unused(node)
@@ -861,8 +858,9 @@ class Operations(pyfuse3.Operations):
             # No handle: once the kernel knows open answers ENOSYS it sends no RELEASE for a
             # created file either, and its requests come by inode too. The file stays open for
             # the WRITEs that usually follow (see __init__).
-            self._created = _Created(node, file)
-            self._created_stale = False
+            previous = self.created.hold(node, file)
+            if previous is not None:
+                await close_logged(previous)
             return _opened(node, 0), self._entry(node, info)
         return self._add_handle(node, file, flags), self._entry(node, info)
 
@@ -870,12 +868,11 @@ class Operations(pyfuse3.Operations):
     async def read(self, fh: int, off: int, size: int) -> bytes:
         if fh >= FIRST_HANDLE:
             return await self.handles.file(fh).file.read(off, size)
-        _, file, owned = await self._file_by_inode(fh, write=False)
+        _, file, done = await self._file_by_inode(fh, write=False)
         try:
             return await file.read(off, size)
         finally:
-            if owned:
-                await file.close()
+            await done()
 
     @_request(write=True)
     async def write(self, fh: int, off: int, buf: bytes) -> int:
@@ -883,21 +880,11 @@ class Operations(pyfuse3.Operations):
             handle = self.handles.file(fh)
             handle.dirty = True
             return await self._write(handle.node, handle.file, off, buf)
-        created = self._created
-        if created is not None and created.node.ino == fh and not self._created_stale:
-            created.users += 1
-            try:
-                return await self._write(created.node, created.file, off, buf)
-            finally:
-                created.users -= 1
-                if created.detached and not created.users:
-                    await _close_logged(created)
-        node, file, owned = await self._file_by_inode(fh, write=True)
+        node, file, done = await self._file_by_inode(fh, write=True)
         try:
             return await self._write(node, file, off, buf)
         finally:
-            if owned:
-                await file.close()
+            await done()
 
     async def _write(self, node: Node, file: OpenFile, off: int, buf: bytes) -> int:
         node.changed_here = node.written_here = True
@@ -954,12 +941,11 @@ class Operations(pyfuse3.Operations):
         if fh >= FIRST_HANDLE:
             await self.handles.file(fh).file.fsync(datasync)
             return
-        _, file, owned = await self._file_by_inode(fh, write=False)
+        _, file, done = await self._file_by_inode(fh, write=False)
         try:
             await file.fsync(datasync)
         finally:
-            if owned:
-                await file.close()
+            await done()
 
     # --- directories -----------------------------------------------------------------------
 
@@ -1119,27 +1105,6 @@ class Operations(pyfuse3.Operations):
         raise _fuse_error(errno.ENOSYS)
 
 
-class _Created:
-    """The file a CREATE left open for the WRITEs that follow (see ``Operations.__init__``)."""
-
-    __slots__ = ("detached", "file", "node", "users")
-
-    def __init__(self, node: Node, file: OpenFile) -> None:
-        self.node = node
-        self.file = file
-        self.users = 0  # WRITEs using it right now
-        self.detached = False  # let go of: the last user closes it
-
-
-async def _close_logged(created: _Created) -> None:
-    """Close it; a failure is logged, never put on whichever request came next (the trees
-    served by inode buffer nothing that could be lost)."""
-    try:
-        await created.file.close()
-    except Exception:
-        log.exception("closing the created file of inode %d failed", created.node.ino)
-
-
 def _opened(node: Node, fh: int) -> pyfuse3.FileInfo:
     """The answer to an open or create of ``node``. Its pages are dropped when the tree changed
     the file elsewhere, and after writes through the mount that left a patchwork of pages (a
@@ -1147,6 +1112,10 @@ def _opened(node: Node, fh: int) -> pyfuse3.FileInfo:
     keep = not (node.written or node.stale_pages)
     node.written = node.stale_pages = False
     return pyfuse3.FileInfo(fh=fh, keep_cache=keep, direct_io=False)
+
+
+async def _nothing() -> None:
+    pass
 
 
 async def _nothing_to_drop(ino: int) -> None:
