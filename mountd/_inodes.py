@@ -38,7 +38,7 @@ Nothing here does I/O or awaits; every method runs to completion on the event lo
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from vfs import FileInfo, OpenFile
@@ -76,8 +76,6 @@ class Node:
         "parent",
         "partial_pages",
         "stale_pages",
-        "sure",
-        "sure_epoch",
         "told",
         "written",
         "written_here",
@@ -114,11 +112,6 @@ class Node:
         self.partial_pages: set[int] | None = None
         self.changed_here = False
         self.stale_pages = False
-        # ``info`` while the mount vouches for it: what the tree said, with nothing changed
-        # through the mount since, nor reported from elsewhere before ``sure_epoch`` moved on
-        # (see mountd._ops, _vouch). A reassigned ``info`` is no longer vouched for.
-        self.sure: FileInfo | None = None
-        self.sure_epoch = 0
         # A directory listed without a handle: the snapshot being listed and its names' offsets
         # (see mountd._handles).
         self.listing: Listing | None = None
@@ -148,9 +141,13 @@ class Node:
 
 
 class InodeTable:
-    """Inode numbers <-> paths, with the kernel's lookup counts (see the module docstring)."""
+    """Inode numbers <-> paths, with the kernel's lookup counts (see the module docstring).
 
-    def __init__(self) -> None:
+    ``dropped`` is called with each node the table drops, so that what other pieces keep per
+    inode (``mountd._vouch``) lives exactly as long as the node."""
+
+    def __init__(self, *, dropped: Callable[[Node], None] | None = None) -> None:
+        self._dropped = _ignore if dropped is None else dropped
         self.root = Node(ROOT_INODE, "", None, None)
         self._nodes: dict[int, Node] = {ROOT_INODE: self.root}
         # Files with several names, by FileInfo.linked_id: another name of one gets its node.
@@ -383,7 +380,8 @@ class InodeTable:
             and node.opens == 0
             and not node.children
         ):
-            self._nodes.pop(node.ino, None)
+            if self._nodes.pop(node.ino, None) is node:
+                self._dropped(node)
             if node.linked_as is not None and self._linked.get(node.linked_as) is node:
                 del self._linked[node.linked_as]
             parent = node.parent
@@ -397,6 +395,10 @@ class InodeTable:
                         del other_parent.children[other_name]
                     self._drop_unused(other_parent)
             node = parent
+
+
+def _ignore(node: Node) -> None:
+    pass
 
 
 def _rename(node: Node, old_parent: Node, old_name: str, new_parent: Node | None, new: str) -> None:

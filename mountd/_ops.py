@@ -127,6 +127,7 @@ from ._errno import errno_for
 from ._handles import FIRST_HANDLE, DirHandle, FileHandle, HandleTable, Listing, Offsets
 from ._inodes import InodeTable, Node
 from ._terms import Terms
+from ._vouch import Generation, Vouching
 
 log = logging.getLogger("mountd")
 
@@ -177,7 +178,7 @@ def _request(*, write: bool = False) -> Callable[[_F], _F]:
             self.counters[op] += 1
             await self._before_change(op, args[0])
             # Before and after: a listing snapshot taken while this runs is not trusted later.
-            self.generation += 1
+            self.generation.move()
             token = change_origin.set(self.origin)
             try:
                 return await handler(self, *args)
@@ -187,7 +188,7 @@ def _request(*, write: bool = False) -> Callable[[_F], _F]:
                 raise pyfuse3.FUSEError(errno_for(error, write=True, op=op)) from None
             finally:
                 change_origin.reset(token)
-                self.generation += 1
+                self.generation.move()
 
         return cast(_F, changing)
 
@@ -218,15 +219,12 @@ class Operations(pyfuse3.Operations):
         self.attrs = attrs
         self.origin = origin
         self.counters: Counter[str] = Counter() if counters is None else counters
-        self.inodes = InodeTable()
+        self.inodes = InodeTable(dropped=self._dropped)
         self.handles = HandleTable()
         self._list_info = list_info_of(fs)
         self._list_reusing = list_reusing_of(fs) if terms.reuses_attributes else None
-        # Moves on every change reported from elsewhere (the API): nothing vouched before holds.
-        self._epoch = 0
-        # Moves whenever the tree may have changed (a changing request, an API change): a
-        # directory listing's attributes are reused across readdir requests only while it stays.
-        self.generation = 0
+        self.generation = Generation()
+        self.vouched = Vouching(self.generation, enabled=self._list_reusing is not None)
         # Read by pyfuse3 when the kernel connection is set up (see mountd._terms).
         self.enable_writeback_cache = terms.writeback_cache
         self.auto_inval_data = terms.kernel_drops_pages
@@ -298,20 +296,14 @@ class Operations(pyfuse3.Operations):
     def tree_changed(self, change: Change) -> None:
         """The tree reported a change: listings must look again; and when it came from
         elsewhere (the API, the host), the created file is reopened by name from then on."""
-        self.generation += 1
+        self.generation.move()
         if change.origin is not self.origin:
             self.created.changed_elsewhere()
-            self._epoch += 1
+            self.vouched.forget_all()
 
-    def _vouch(self, node: Node, info: FileInfo, generation: int) -> None:
-        """``info``, just learned from the tree for ``node``, holds unless the mount changes the
-        file: nothing changed between the question and the answer (``generation`` is the mount's
-        when it asked), so a listing may answer it without examining the file (_snapshot). Every
-        changing handler forgets what it may change (_unvouch), and ``node.info`` reassigned is
-        not vouched for."""
-        if generation == self.generation and self._list_reusing is not None:
-            node.sure = info
-            node.sure_epoch = self._epoch
+    def _dropped(self, node: Node) -> None:
+        """The inode table dropped ``node``: so does what is kept per inode elsewhere."""
+        self.vouched.dropped(node)
 
     async def _before_change(self, op: str, ino: int) -> None:
         """What a changing request ``op`` (on inode or handle ``ino``) lets go of first."""
@@ -331,7 +323,7 @@ class Operations(pyfuse3.Operations):
         next listing of its directory need not examine it (only where listings reuse)."""
         if self._list_reusing is None or self.created.stale:
             return
-        generation = self.generation
+        generation = self.generation.now
         try:
             info = await open_file_info(created.file)
         except Exception:  # the close reports what went wrong with the file
@@ -339,7 +331,7 @@ class Operations(pyfuse3.Operations):
         node = created.node
         if info is not None and node.info is not None and info.kind == node.info.kind:
             node.learn(info)
-            self._vouch(node, info, generation)
+            self.vouched.vouch(node, info, generation)
             if node.attrs is not None:
                 self._entry(node, info)  # brought up to date here, not in the listing
 
@@ -477,14 +469,14 @@ class Operations(pyfuse3.Operations):
         parent, text, path = self._child_path(parent_inode, name)
         if parent.told is not None:
             parent.told.discard(text)  # the kernel asks again (see mountd._invalidate)
-        generation = self.generation
+        generation = self.generation.now
         info = await self.fs.lstat(path)
         if not info.exists:
             if self.attrs.negative_timeout > 0:
                 return self.attrs.negative()
             raise _fuse_error(errno.ENOENT)
         node = self.inodes.remember(parent, text, info)
-        self._vouch(node, info, generation)
+        self.vouched.vouch(node, info, generation)
         if node.stale_pages:
             await self._drop_stale_pages(node)
         return self._entry(node, info)
@@ -509,7 +501,7 @@ class Operations(pyfuse3.Operations):
         path = self.inodes.path(node)
         if path is None:
             return self._detached_entry(node)
-        generation = self.generation
+        generation = self.generation.now
         info = await self.fs.lstat(path)
         if not info.exists or (node.info is not None and node.info.kind != info.kind):
             # Gone (or replaced by another kind) behind the mount's back: this inode is stale.
@@ -518,7 +510,7 @@ class Operations(pyfuse3.Operations):
                 return self._detached_entry(node)
             raise _fuse_error(errno.ENOENT if not info.exists else errno.ESTALE)
         node.learn(info)
-        self._vouch(node, info, generation)
+        self.vouched.vouch(node, info, generation)
         linked_id = info.linked_id
         if linked_id is not None and node.linked_as != linked_id:
             self.inodes.note_links(node, linked_id)  # it got a second name elsewhere
@@ -611,9 +603,9 @@ class Operations(pyfuse3.Operations):
         if stores is None:  # the file would not read (a write-only host file), or changed
             self.drop_cache(node.ino)
             return
-        generation = self.generation
+        generation = self.generation.now
         await self.store_pages(node.ino, stores)
-        if self.generation != generation:
+        if self.generation.now != generation:
             # The store had to wait for a page a reader held, and the event loop let other
             # changes run meanwhile (an API write of this file among them, maybe, whose
             # invalidation the store may have overtaken): drop what was stored.
@@ -706,7 +698,8 @@ class Operations(pyfuse3.Operations):
     @_request(write=True)
     async def unlink(self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> None:
         parent, text, path = self._child_path(parent_inode, name)
-        _unvouch(parent, text)  # a file with other names keeps them, with a new link count
+        # A file with other names keeps them, with a new link count.
+        self.vouched.unvouch_name(parent, text)
         # Served by inode, a file stays readable after its unlink only through a keeper (the
         # mount is not told whether it is open).
         kept = await self._keeper_for(parent, text, path) if self.terms.files_by_inode else None
@@ -757,8 +750,9 @@ class Operations(pyfuse3.Operations):
             raise _fuse_error(errno.EINVAL)
         old_parent, old_text, src = self._child_path(parent_inode_old, name_old)
         new_parent, new_text, dst = self._child_path(parent_inode_new, name_new)
-        _unvouch(old_parent, old_text)  # a moved file's change time moves
-        _unvouch(new_parent, new_text)  # a replaced file with other names loses a link
+        # A moved file's change time moves; a replaced file with other names loses a link.
+        self.vouched.unvouch_name(old_parent, old_text)
+        self.vouched.unvouch_name(new_parent, new_text)
         kept = None
         if not (exchange or noreplace) and src != dst:
             kept = await self._keeper_for(new_parent, new_text, dst)
@@ -818,7 +812,7 @@ class Operations(pyfuse3.Operations):
             # the name means now.
             raise _fuse_error(errno.ESTALE)
         if truncate:
-            node.sure = None
+            self.vouched.unvouch(node)
         file = await self.fs.open(path, write=write, truncate=truncate)
         return self._add_handle(node, file, flags)
 
@@ -888,7 +882,7 @@ class Operations(pyfuse3.Operations):
 
     async def _write(self, node: Node, file: OpenFile, off: int, buf: bytes) -> int:
         node.changed_here = node.written_here = True
-        node.sure = None
+        self.vouched.unvouch(node)
         done = 0
         view = memoryview(buf)
         while done < len(buf):
@@ -917,7 +911,7 @@ class Operations(pyfuse3.Operations):
             raise _fuse_error(errno.ENOSYS)
         handle = self.handles.file(fh)
         if handle.dirty or handle.writable:
-            handle.node.sure = None  # a buffering handle writes back
+            self.vouched.unvouch(handle.node)  # a buffering handle writes back
             await handle.file.flush()
             handle.dirty = False
 
@@ -927,8 +921,8 @@ class Operations(pyfuse3.Operations):
             return  # a file created before open first answered ENOSYS: it has no handle
         handle = self.handles.pop_file(fh)
         if self.terms.forwards_flush:
-            self.generation += 1  # closing a buffering handle writes it back
-            handle.node.sure = None
+            self.generation.move()  # closing a buffering handle writes it back
+            self.vouched.unvouch(handle.node)
         try:
             if not handle.shared:
                 await handle.file.close()
@@ -976,15 +970,7 @@ class Operations(pyfuse3.Operations):
         if self._list_reusing is not None:
             # What the mount vouches for is not examined again: after writes through the mount
             # (the created file's fstat vouches for it), a listing's files need no fstatat.
-            epoch = self._epoch
-            known = {
-                name: info
-                for name, child in node.children.items()
-                if (info := child.sure) is not None
-                and info is child.info
-                and child.sure_epoch == epoch
-            }
-            entries.extend(await self._list_reusing(path, known))
+            entries.extend(await self._list_reusing(path, self.vouched.known(node)))
         else:
             listed = await self._list_info(path)
             entries.extend((entry.path.rpartition("/")[2], info) for entry, info in listed)
@@ -996,7 +982,7 @@ class Operations(pyfuse3.Operations):
         if start != 0 and listing is not None:
             return listing
         node.told = None  # the kernel lists it again (see mountd._invalidate)
-        generation = self.generation
+        generation = self.generation.now
         entries = await self._snapshot(node)
         if handle is not None:
             listing = Listing([(i + 1, *entry) for i, entry in enumerate(entries)], generation)
@@ -1024,7 +1010,7 @@ class Operations(pyfuse3.Operations):
                 self.drop_cache(node.ino)
         # The snapshot's attributes are as fresh as an lstat now unless something changed since
         # (readdirplus replies fill the kernel's attribute cache, so they must not be stale).
-        fresh = listing.generation == self.generation
+        fresh = listing.generation == self.generation.now
         path = self.inodes.path(node)
         for offset, name, info in listing.entries[first:]:
             if info is None:  # "." or ".."
@@ -1043,7 +1029,7 @@ class Operations(pyfuse3.Operations):
                 return  # removed since the snapshot
             child = self.inodes.child(node, name, info)
             if fresh:
-                self._vouch(child, info, listing.generation)
+                self.vouched.vouch(child, info, listing.generation)
             if not pyfuse3.readdir_reply(
                 token, name.encode("utf-8", "surrogateescape"), self._entry(child, info), offset
             ):
@@ -1153,13 +1139,6 @@ def _runs(pages: list[int]) -> list[tuple[int, int]]:
         else:
             runs.append((page, page))
     return runs
-
-
-def _unvouch(parent: Node, name: str) -> None:
-    """The mount is about to change the file ``name`` in ``parent`` (see Operations._vouch)."""
-    node = parent.children.get(name)
-    if node is not None:
-        node.sure = None
 
 
 def _resized(info: FileInfo, size: int) -> FileInfo:
