@@ -60,7 +60,6 @@ class Node:
     __slots__ = (
         "attrs",
         "attrs_of",
-        "changed_here",
         "children",
         "info",
         "ino",
@@ -74,10 +73,7 @@ class Node:
         "opens",
         "others",
         "parent",
-        "partial_pages",
-        "stale_pages",
         "told",
-        "written",
         "written_here",
     )
 
@@ -103,15 +99,6 @@ class Node:
         # (building them costs more than comparing two FileInfos; see mountd._ops).
         self.attrs: pyfuse3.EntryAttributes | None = None
         self.attrs_of: FileInfo | None = None
-        # The kernel's cached pages of this file, which mountd keeps right itself (see
-        # mountd._ops, keep_cache): ``written`` when writes through the mount left pages only
-        # partly valid (``partial_pages``: which ones, where tracked); ``changed_here`` when
-        # the mount changed the content since ``info`` was learned (a new size or time then is
-        # the mount's own); ``stale_pages`` when the tree's content changed elsewhere.
-        self.written = False
-        self.partial_pages: set[int] | None = None
-        self.changed_here = False
-        self.stale_pages = False
         # A directory listed without a handle: the snapshot being listed and its names' offsets
         # (see mountd._handles).
         self.listing: Listing | None = None
@@ -119,20 +106,6 @@ class Node:
         # Names in this directory the kernel was told to forget (new directories the tree made
         # on the way to an API change) and has not asked about since (see mountd._invalidate).
         self.told: set[str] | None = None
-
-    def learn(self, info: FileInfo) -> None:
-        """Take ``info`` as what the tree says now; a file whose size or modification time moved
-        without the mount changing it has stale pages."""
-        known = self.info
-        if (
-            known is not None
-            and info.kind == "file"
-            and not self.changed_here
-            and (known.mtime_ns != info.mtime_ns or known.size != info.size)
-        ):
-            self.stale_pages = True
-        self.changed_here = False
-        self.info = info
 
     def __repr__(self) -> str:
         return (
@@ -143,10 +116,17 @@ class Node:
 class InodeTable:
     """Inode numbers <-> paths, with the kernel's lookup counts (see the module docstring).
 
-    ``dropped`` is called with each node the table drops, so that what other pieces keep per
-    inode (``mountd._vouch``) lives exactly as long as the node."""
+    ``learned`` is called before a node's ``info`` changes (:meth:`learn`), and ``dropped``
+    with each node the table drops, so that what other pieces keep per inode
+    (``mountd._pages``, ``mountd._vouch``) follows the node."""
 
-    def __init__(self, *, dropped: Callable[[Node], None] | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        learned: Callable[[Node, FileInfo], None] | None = None,
+        dropped: Callable[[Node], None] | None = None,
+    ) -> None:
+        self._learned = _ignore_learned if learned is None else learned
         self._dropped = _ignore if dropped is None else dropped
         self.root = Node(ROOT_INODE, "", None, None)
         self._nodes: dict[int, Node] = {ROOT_INODE: self.root}
@@ -187,6 +167,11 @@ class InodeTable:
                 return join_path(base, name)
         return None
 
+    def learn(self, node: Node, info: FileInfo) -> None:
+        """Take ``info`` as what the tree says of ``node`` now."""
+        self._learned(node, info)
+        node.info = info
+
     def is_attached(self, node: Node) -> bool:
         return self.path(node) is not None
 
@@ -217,14 +202,14 @@ class InodeTable:
                 linked = self._linked.get(linked_id)
                 if linked is not None and self._names_file(linked, info):
                     self.add_name(linked, parent, name)
-                    linked.learn(info)
+                    self.learn(linked, info)
                     return linked
             node = Node(self._next_ino, name, parent, info)
             self._next_ino += 1
             self._nodes[node.ino] = node
             parent.children[name] = node
         else:
-            node.learn(info)
+            self.learn(node, info)
         if linked_id is not None and node.linked_as != linked_id:
             self.note_links(node, linked_id)
         return node
@@ -398,6 +383,10 @@ class InodeTable:
 
 
 def _ignore(node: Node) -> None:
+    pass
+
+
+def _ignore_learned(node: Node, info: FileInfo) -> None:
     pass
 
 

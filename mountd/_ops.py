@@ -100,7 +100,6 @@ import contextlib
 import errno
 import functools
 import logging
-import mmap
 import os
 import stat
 from collections import Counter
@@ -126,6 +125,7 @@ from ._created import CreatedFile, Held, close_logged
 from ._errno import errno_for
 from ._handles import FIRST_HANDLE, DirHandle, FileHandle, HandleTable, Listing, Offsets
 from ._inodes import InodeTable, Node
+from ._pages import NO_KERNEL, KernelCache, PageCache
 from ._terms import Terms
 from ._vouch import Generation, Vouching
 
@@ -139,11 +139,6 @@ Done = Callable[[], Awaitable[None]]
 _STATFS_BLOCKS = 1 << 28
 _STATFS_FILES = 1 << 32
 _NOT_SUPPORTED = (errno.EOPNOTSUPP, errno.ENOSYS)
-
-PAGE_SIZE = mmap.PAGESIZE
-# The most runs of pages _complete_pages hands the kernel at once (tar's 10 KiB writes leave
-# one page in five partly written: a 2.5 MiB file).
-STORE_RUNS = 128
 
 
 def _request(*, write: bool = False) -> Callable[[_F], _F]:
@@ -212,6 +207,7 @@ class Operations(pyfuse3.Operations):
         attrs: AttrPolicy,
         origin: object,
         counters: Counter[str] | None = None,
+        kernel: KernelCache = NO_KERNEL,
     ) -> None:
         super().__init__()
         self.fs = fs
@@ -219,27 +215,19 @@ class Operations(pyfuse3.Operations):
         self.attrs = attrs
         self.origin = origin
         self.counters: Counter[str] = Counter() if counters is None else counters
-        self.inodes = InodeTable(dropped=self._dropped)
-        self.handles = HandleTable()
+        # What the kernel is told to drop or take, off the request path (see mountd._pages).
+        self.kernel = kernel
         self._list_info = list_info_of(fs)
         self._list_reusing = list_reusing_of(fs) if terms.reuses_attributes else None
         self.generation = Generation()
         self.vouched = Vouching(self.generation, enabled=self._list_reusing is not None)
+        self.pages = PageCache(fs, terms, kernel, self.generation)
+        self.inodes = InodeTable(learned=self.pages.learned, dropped=self._dropped)
+        self.handles = HandleTable()
         # Read by pyfuse3 when the kernel connection is set up (see mountd._terms).
         self.enable_writeback_cache = terms.writeback_cache
         self.auto_inval_data = terms.kernel_drops_pages
         self.files_by_inode = terms.files_by_inode
-        # Makes the kernel drop what it caches of an inode (pages, a directory's listing), off
-        # the request path (set by mountd._serve): for a listing it should not keep (a directory
-        # without a modification time), and for an open file changed behind the mount.
-        self.drop_cache: Callable[[int], None] = lambda ino: None
-        # The same, awaited: returns once the kernel dropped them (set by mountd._serve).
-        self.drop_pages: Callable[[int], Awaitable[None]] = _nothing_to_drop
-        # Hands the kernel a file's bytes at an offset for its page cache, awaited (set by
-        # mountd._serve): the pages writes left incomplete, once the writer is done (setattr).
-        self.store_pages: Callable[[int, list[tuple[int, bytes]]], Awaitable[None]] = (
-            _nothing_to_store
-        )
         # Served by inode: the file a CREATE opened, for the WRITEs that follow it.
         self.created = CreatedFile()
 
@@ -304,6 +292,7 @@ class Operations(pyfuse3.Operations):
     def _dropped(self, node: Node) -> None:
         """The inode table dropped ``node``: so does what is kept per inode elsewhere."""
         self.vouched.dropped(node)
+        self.pages.dropped(node)
 
     async def _before_change(self, op: str, ino: int) -> None:
         """What a changing request ``op`` (on inode or handle ``ino``) lets go of first."""
@@ -330,7 +319,7 @@ class Operations(pyfuse3.Operations):
             return
         node = created.node
         if info is not None and node.info is not None and info.kind == node.info.kind:
-            node.learn(info)
+            self.inodes.learn(node, info)
             self.vouched.vouch(node, info, generation)
             if node.attrs is not None:
                 self._entry(node, info)  # brought up to date here, not in the listing
@@ -365,7 +354,7 @@ class Operations(pyfuse3.Operations):
         if node is not None and node.opens:
             info = await self.fs.lstat(path)
             if info.exists:
-                node.learn(info)
+                self.inodes.learn(node, info)
 
     async def _keeper_for(self, parent: Node, name: str, path: str) -> tuple[Node, OpenFile] | None:
         """Before a rename replaces the file ``name`` that the kernel knows: open it, so that an
@@ -377,7 +366,7 @@ class Operations(pyfuse3.Operations):
         info = await self.fs.lstat(path)
         if info.kind != "file":
             return None
-        node.learn(info)
+        self.inodes.learn(node, info)
         if info.special is not None:
             return None  # the kernel serves a FIFO, socket or device itself: nothing to keep
         if node.written_here:
@@ -418,26 +407,6 @@ class Operations(pyfuse3.Operations):
         # _keeper_for.
         raise _fuse_error(errno.ESTALE)
 
-    async def _drop_stale_pages(self, node: Node) -> None:
-        """Make the kernel drop the pages of a file changed elsewhere (``Node.learn``) where no
-        open will: files served by inode (the kernel keeps their pages at every open), before
-        the answer, as the kernel may read them right after it; files open through a handle,
-        off the request path. Others have them dropped at their next open.
-
-        Not when the kernel drops pages by itself on seeing the new size or time
-        (``auto_inval_data``): there a notification sent while a GETATTR is answered would make
-        the kernel discard that answer's attributes as older than the notification, and the
-        read that asked (one past the old end of a file a host program extended) would use the
-        old size and come back short."""
-        if self.terms.kernel_drops_pages:
-            node.stale_pages = False
-        elif self.terms.files_by_inode:
-            node.stale_pages = False
-            await self.drop_pages(node.ino)
-        elif node.opens:
-            node.stale_pages = False
-            self.drop_cache(node.ino)
-
     async def _close_keeper_if_unused(self, node: Node) -> None:
         """Close a node's keeper once neither the kernel nor a handle can reach it any more."""
         keeper = node.keeper
@@ -464,7 +433,7 @@ class Operations(pyfuse3.Operations):
             node = parent if name == b"." or parent.parent is None else parent.parent
             info = await self._lstat_existing(self._path(node))
             self.inodes.ref(node)
-            node.learn(info)
+            self.inodes.learn(node, info)
             return self._entry(node, info)
         parent, text, path = self._child_path(parent_inode, name)
         if parent.told is not None:
@@ -477,8 +446,8 @@ class Operations(pyfuse3.Operations):
             raise _fuse_error(errno.ENOENT)
         node = self.inodes.remember(parent, text, info)
         self.vouched.vouch(node, info, generation)
-        if node.stale_pages:
-            await self._drop_stale_pages(node)
+        if self.pages.is_stale(node):
+            await self.pages.drop_stale(node)
         return self._entry(node, info)
 
     async def forget(self, inode_list: Sequence[tuple[int, int]]) -> None:
@@ -509,13 +478,13 @@ class Operations(pyfuse3.Operations):
             if node.opens:
                 return self._detached_entry(node)
             raise _fuse_error(errno.ENOENT if not info.exists else errno.ESTALE)
-        node.learn(info)
+        self.inodes.learn(node, info)
         self.vouched.vouch(node, info, generation)
         linked_id = info.linked_id
         if linked_id is not None and node.linked_as != linked_id:
             self.inodes.note_links(node, linked_id)  # it got a second name elsewhere
-        if node.stale_pages:
-            await self._drop_stale_pages(node)
+        if self.pages.is_stale(node):
+            await self.pages.drop_stale(node)
         return self._entry(node, info)
 
     @_request(write=True)
@@ -564,71 +533,11 @@ class Operations(pyfuse3.Operations):
         else:
             info = await self._lstat_existing(path)
         # The kernel truncated its pages itself; new times leave them valid.
-        node.changed_here = True
-        node.learn(info)
-        if fields.update_mtime and not fields.update_size and self.terms.files_by_inode:
-            if self.terms.complete_pages and (node.written or node.partial_pages):
-                await self._complete_pages(node, path, info.size)
-            elif node.written:
-                # A patchwork with no open to drop it at: dropped instead, so that a reader
-                # gets it in whole READs rather than one per gap (off the request path).
-                node.written = False
-                self.drop_cache(node.ino)
+        self.pages.changing(node)
+        self.inodes.learn(node, info)
+        if fields.update_mtime and not fields.update_size:
+            await self.pages.times_set(node, path, info.size)
         return self._entry(node, info)
-
-    async def _complete_pages(self, node: Node, path: str, size: int) -> None:
-        """Give the kernel the pages that writes through the mount left incomplete, when the
-        writer sets the file's times, as tar, ``cp -a`` and rsync do once a file is written:
-        a reader then costs no request at all (rg after untar), where it would cost one READ
-        per file (its last page) or per gap. Safe from racing a write: the caller of a
-        setattr holds the inode's lock, which a write(2) takes too, until this answers, and
-        the store waits in a thread of its own for any page a reader holds locked (its READ
-        is answered meanwhile). Files served by inode only: the tree holds every byte written
-        (no buffering handles), and with handles an open drops a patchwork instead (_opened).
-        """
-        pages = node.partial_pages
-        node.partial_pages = None
-        node.written = False
-        runs = _runs(sorted(page for page in pages or () if page * PAGE_SIZE < size))
-        if not runs:
-            return
-        if len(runs) > STORE_RUNS:  # a big file written in small pieces: not worth a store
-            self.drop_cache(node.ino)  # whole READs rather than one per gap
-            return
-        try:
-            stores = await self._read_runs(path, runs, size)
-        except Exception as error:  # the setattr itself succeeded: say so
-            log.debug("not handing over pages of %s: %r", path, error)
-            stores = None
-        if stores is None:  # the file would not read (a write-only host file), or changed
-            self.drop_cache(node.ino)
-            return
-        generation = self.generation.now
-        await self.store_pages(node.ino, stores)
-        if self.generation.now != generation:
-            # The store had to wait for a page a reader held, and the event loop let other
-            # changes run meanwhile (an API write of this file among them, maybe, whose
-            # invalidation the store may have overtaken): drop what was stored.
-            self.drop_cache(node.ino)
-
-    async def _read_runs(
-        self, path: str, runs: list[tuple[int, int]], size: int
-    ) -> list[tuple[int, bytes]] | None:
-        """The bytes of each run of pages (the last one up to ``size``); ``None`` if the file
-        came back shorter (the tree changed meanwhile)."""
-        stores = []
-        file = await self.fs.open(path)
-        try:
-            for first, last in runs:
-                start = first * PAGE_SIZE
-                length = min((last + 1) * PAGE_SIZE, size) - start
-                data = await file.read(start, length)
-                if len(data) != length:
-                    return None
-                stores.append((start, data))
-        finally:
-            await file.close()
-        return stores
 
     def _maybe_handle(self, fh: int | None) -> FileHandle | None:
         if fh is None:
@@ -786,7 +695,7 @@ class Operations(pyfuse3.Operations):
             raise _fuse_error(errno.ESTALE)  # the source was replaced meanwhile
         self.inodes.add_name(node, parent, text)
         self.inodes.ref(node)
-        node.learn(info)
+        self.inodes.learn(node, info)
         if info.linked_id is not None:
             self.inodes.note_links(node, info.linked_id)
         return self._entry(node, info)
@@ -822,7 +731,7 @@ class Operations(pyfuse3.Operations):
         handle = self.handles.add_file(node, file, flags)
         handle.shared = shared
         self.inodes.pin(node)
-        return _opened(node, handle.fh)
+        return self.pages.opened(node, handle.fh)
 
     @_request(write=True)
     async def create(
@@ -855,7 +764,7 @@ class Operations(pyfuse3.Operations):
             previous = self.created.hold(node, file)
             if previous is not None:
                 await close_logged(previous)
-            return _opened(node, 0), self._entry(node, info)
+            return self.pages.opened(node, 0), self._entry(node, info)
         return self._add_handle(node, file, flags), self._entry(node, info)
 
     @_request()
@@ -881,8 +790,9 @@ class Operations(pyfuse3.Operations):
             await done()
 
     async def _write(self, node: Node, file: OpenFile, off: int, buf: bytes) -> int:
-        node.changed_here = node.written_here = True
+        node.written_here = True
         self.vouched.unvouch(node)
+        self.pages.writing(node)
         done = 0
         view = memoryview(buf)
         while done < len(buf):
@@ -890,17 +800,11 @@ class Operations(pyfuse3.Operations):
             if written <= 0:
                 raise _fuse_error(errno.EIO)
             done += written
-        node.changed_here = True  # again: the tree may have been looked at meanwhile
         end = off + done
         if node.info is not None and end > node.info.size:
             # What a detached inode answers; cheap to keep for all (only when the file grows).
             node.info = _resized(node.info, end)
-        # The kernel marks only the pages a write covers whole as valid: one that starts inside
-        # a page, or ends inside one before the end of the file, leaves a gap in its cache.
-        if off % PAGE_SIZE or (end % PAGE_SIZE and (node.info is None or end < node.info.size)):
-            node.written = True
-        if self.terms.complete_pages:
-            _track_partial_pages(node, off, end)
+        self.pages.wrote(node, off, end)
         return done
 
     @_request(write=True)
@@ -1007,7 +911,7 @@ class Operations(pyfuse3.Operations):
         if first == len(listing.entries) and handle is None:
             node.listing = None  # the end: the kernel has it all
             if node.info is not None and not node.info.mtime_ns:
-                self.drop_cache(node.ino)
+                self.kernel.drop(node.ino)
         # The snapshot's attributes are as fresh as an lstat now unless something changed since
         # (readdirplus replies fill the kernel's attribute cache, so they must not be stale).
         fresh = listing.generation == self.generation.now
@@ -1036,8 +940,8 @@ class Operations(pyfuse3.Operations):
                 self.inodes.discard_if_unused(child)
                 return
             self.inodes.ref(child)
-            if child.stale_pages:
-                await self._drop_stale_pages(child)
+            if self.pages.is_stale(child):
+                await self.pages.drop_stale(child)
 
     @_request()
     async def releasedir(self, fh: int) -> None:
@@ -1091,54 +995,8 @@ class Operations(pyfuse3.Operations):
         raise _fuse_error(errno.ENOSYS)
 
 
-def _opened(node: Node, fh: int) -> pyfuse3.FileInfo:
-    """The answer to an open or create of ``node``. Its pages are dropped when the tree changed
-    the file elsewhere, and after writes through the mount that left a patchwork of pages (a
-    reader would need a request per gap; the file then comes back in whole read requests)."""
-    keep = not (node.written or node.stale_pages)
-    node.written = node.stale_pages = False
-    return pyfuse3.FileInfo(fh=fh, keep_cache=keep, direct_io=False)
-
-
 async def _nothing() -> None:
     pass
-
-
-async def _nothing_to_drop(ino: int) -> None:
-    pass
-
-
-async def _nothing_to_store(ino: int, stores: list[tuple[int, bytes]]) -> None:
-    pass
-
-
-def _track_partial_pages(node: Node, off: int, end: int) -> None:
-    """Record which pages the write ``[off, end)`` left only partly written in the kernel's
-    cache (its first and last page, when it starts or ends inside them), and forget those it
-    covered whole (the kernel marks them valid): what _complete_pages hands over."""
-    pages = node.partial_pages
-    if pages:
-        covered = range(-(-off // PAGE_SIZE), end // PAGE_SIZE)
-        for page in [page for page in pages if page in covered]:
-            pages.discard(page)
-    if off % PAGE_SIZE or end % PAGE_SIZE:
-        if pages is None:
-            pages = node.partial_pages = set()
-        if off % PAGE_SIZE:
-            pages.add(off // PAGE_SIZE)
-        if end % PAGE_SIZE:
-            pages.add(end // PAGE_SIZE)
-
-
-def _runs(pages: list[int]) -> list[tuple[int, int]]:
-    """Sorted page numbers as runs of consecutive pages, ``(first, last)``."""
-    runs: list[tuple[int, int]] = []
-    for page in pages:
-        if runs and runs[-1][1] == page - 1:
-            runs[-1] = (runs[-1][0], page)
-        else:
-            runs.append((page, page))
-    return runs
 
 
 def _resized(info: FileInfo, size: int) -> FileInfo:

@@ -158,6 +158,7 @@ async def serve(
         parent_dev = os.stat(target).st_dev
         tree = vfs.posix_view(fs)
         mount = Mount(target, options, tree)
+        notifier = _CacheNotifier()
         ops = Operations(
             tree,
             terms=negotiate(options, FuseFeatures.installed(), TreeFeatures.of(tree)),
@@ -171,6 +172,7 @@ async def serve(
             ),
             origin=mount,
             counters=mount.counters,
+            kernel=notifier,
         )
         mount._ops = ops
         release_guard = _guard_mountpoint(target)
@@ -178,11 +180,12 @@ async def serve(
             _init_session(ops, target, options)
             try:
                 with _unwrap_single():
-                    await _serve_session(ops, fs, mount, parent_dev, task_status)
+                    await _serve_session(ops, fs, mount, parent_dev, notifier, task_status)
             finally:
                 pyfuse3.close(unmount=True)
         finally:
             release_guard()
+            notifier.close(options.shutdown_timeout)  # closed already, unless the mount failed
 
 
 @asynccontextmanager
@@ -229,19 +232,20 @@ def _init_session(ops: Operations, target: str, options: MountOptions) -> None:
 
 
 class _CacheNotifier:
-    """``Operations.drop_cache``, ``drop_pages`` and ``store_pages``: tells the kernel to drop
-    what it caches of an inode, or to take pages, off the request path, from a thread of its
-    own: the kernel may hold a notification until a request on that inode is answered, by the
-    event loop. One thread fed by a queue rather than a trio worker per notification: a drop
-    costs about 1.5 us, a trip through trio's threads about 150 us of CPU, which made drops
-    queue up for longer than the work they were for. In order: a notification queued before
-    another is sent before it."""
+    """The mount's :class:`mountd._pages.KernelCache`: tells the kernel to drop what it caches
+    of an inode, or to take pages, off the request path, from a thread of its own: the kernel
+    may hold a notification until a request on that inode is answered, by the event loop. It
+    is given to ``Operations`` at construction and closed by ``serve``. One thread fed by a
+    queue rather than a trio worker per notification: a drop costs about 1.5 us, a trip through
+    trio's threads about 150 us of CPU, which made drops queue up for longer than the work they
+    were for. In order: a notification queued before another is sent before it."""
 
     def __init__(self) -> None:
         self._queue: queue.SimpleQueue[int | _Awaited | None] = queue.SimpleQueue()
         self._token = trio.lowlevel.current_trio_token()
         self._thread = threading.Thread(target=self._run, name="mountd-page-cache", daemon=True)
         self._thread.start()
+        self._closed = False
 
     def drop(self, ino: int) -> None:
         self._queue.put(ino)
@@ -273,9 +277,12 @@ class _CacheNotifier:
         await done.wait()
 
     def close(self, timeout: float) -> None:
-        """Stop after the notifications queued so far (blocking: call from a worker thread)."""
-        self._queue.put(None)
-        self._thread.join(timeout)
+        """Stop after the notifications queued so far (blocking: call from a worker thread,
+        unless nothing was ever queued). Closing again does nothing."""
+        if not self._closed:
+            self._closed = True
+            self._queue.put(None)
+            self._thread.join(timeout)
 
     def _run(self) -> None:
         while (item := self._queue.get()) is not None:
@@ -341,6 +348,7 @@ async def _serve_session(
     fs: FileSystem,
     mount: Mount,
     parent_dev: int,
+    notifier: _CacheNotifier,
     task_status: trio.TaskStatus[Mount],
 ) -> None:
     options = mount.options
@@ -368,7 +376,6 @@ async def _serve_session(
 
     unsubscribe: Callable[[], None] | None = None
     invalidator: Invalidator | None = None
-    notifier: _CacheNotifier | None = None
     async with trio.open_nursery() as nursery:
         nursery.start_soon(run_main)
         try:
@@ -377,10 +384,6 @@ async def _serve_session(
                 await trio.to_thread.run_sync(
                     _set_read_ahead, mount.mountpoint, options.read_ahead_kb
                 )
-            notifier = _CacheNotifier()
-            ops.drop_cache = notifier.drop
-            ops.drop_pages = notifier.drop_and_wait
-            ops.store_pages = notifier.store
             watchable = mount.tree if isinstance(mount.tree, Watchable) else fs
             if isinstance(watchable, Watchable):
                 invalidator = Invalidator(
@@ -396,8 +399,7 @@ async def _serve_session(
             log.info("%s was unmounted from outside", mount.mountpoint)
         finally:
             with trio.CancelScope(shield=True):
-                if notifier is not None:
-                    await trio.to_thread.run_sync(notifier.close, options.shutdown_timeout)
+                await trio.to_thread.run_sync(notifier.close, options.shutdown_timeout)
                 if unsubscribe is not None:
                     unsubscribe()
                 if invalidator is not None:

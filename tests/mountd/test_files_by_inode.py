@@ -23,7 +23,8 @@ import vfs
 from mountd import MountOptions, mounted
 from mountd._attrs import AttrPolicy
 from mountd._inodes import ROOT_INODE
-from mountd._ops import STORE_RUNS, Operations
+from mountd._ops import Operations
+from mountd._pages import STORE_RUNS
 from mountd._terms import FuseFeatures, Terms
 from vfs.turns import turn_root
 
