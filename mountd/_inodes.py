@@ -41,7 +41,7 @@ import logging
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
-from vfs import FileInfo, OpenFile
+from vfs import FileInfo
 from vfs._paths import ROOT, join_path, parent_path, split_path
 
 if TYPE_CHECKING:
@@ -63,8 +63,6 @@ class Node:
         "children",
         "info",
         "ino",
-        "keeper",
-        "keeper_writable",
         "linked_as",
         "listing",
         "lookups",
@@ -74,7 +72,6 @@ class Node:
         "others",
         "parent",
         "told",
-        "written_here",
     )
 
     def __init__(self, ino: int, name: str, parent: Node | None, info: FileInfo | None) -> None:
@@ -90,11 +87,6 @@ class Node:
         self.opens = 0
         # The attributes the tree last reported; what a detached node answers with.
         self.info = info
-        # An open file that keeps a renamed-over file reachable (see mountd._ops); it pins.
-        self.keeper: OpenFile | None = None
-        self.keeper_writable = False
-        # The mount created or wrote this file (so a writable keeper is cheap; see mountd._ops).
-        self.written_here = False
         # The kernel attributes last built for this node, and the FileInfo they were built from
         # (building them costs more than comparing two FileInfos; see mountd._ops).
         self.attrs: pyfuse3.EntryAttributes | None = None

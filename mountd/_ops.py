@@ -96,7 +96,6 @@ Decisions a reader may question:
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import functools
 import logging
@@ -125,6 +124,7 @@ from ._created import CreatedFile, Held, close_logged
 from ._errno import errno_for
 from ._handles import FIRST_HANDLE, DirHandle, FileHandle, HandleTable, Listing, Offsets
 from ._inodes import InodeTable, Node
+from ._keepers import Keepers
 from ._pages import NO_KERNEL, KernelCache, PageCache
 from ._terms import Terms
 from ._vouch import Generation, Vouching
@@ -224,6 +224,7 @@ class Operations(pyfuse3.Operations):
         self.pages = PageCache(fs, terms, kernel, self.generation)
         self.inodes = InodeTable(learned=self.pages.learned, dropped=self._dropped)
         self.handles = HandleTable()
+        self.keepers = Keepers(fs, self.inodes)
         # Read by pyfuse3 when the kernel connection is set up (see mountd._terms).
         self.enable_writeback_cache = terms.writeback_cache
         self.auto_inval_data = terms.kernel_drops_pages
@@ -235,7 +236,7 @@ class Operations(pyfuse3.Operations):
         """After the session ends: close the files the kernel never released (a process still
         held them at unmount) and the kept files, so buffering layers write back what they hold."""
         files = [handle.file for handle in self.handles.open_files() if not handle.shared]
-        files += [node.keeper for node in self.inodes if node.keeper is not None]
+        files += self.keepers.files()
         created = self.created.at_unmount()
         if created is not None:
             files.append(created)
@@ -293,6 +294,7 @@ class Operations(pyfuse3.Operations):
         """The inode table dropped ``node``: so does what is kept per inode elsewhere."""
         self.vouched.dropped(node)
         self.pages.dropped(node)
+        self.keepers.dropped(node)
 
     async def _before_change(self, op: str, ino: int) -> None:
         """What a changing request ``op`` (on inode or handle ``ino``) lets go of first."""
@@ -347,44 +349,6 @@ class Operations(pyfuse3.Operations):
             raise _fuse_error(errno.ENOENT)
         return self.attrs.entry(node.ino, node.info, detached=True)
 
-    async def _keep_attributes(self, parent: Node, name: str, path: str) -> None:
-        """Before ``name`` stops naming its node: refresh what the node will answer when detached,
-        if open descriptors still reach it (``fstat`` after ``unlink``)."""
-        node = parent.children.get(name)
-        if node is not None and node.opens:
-            info = await self.fs.lstat(path)
-            if info.exists:
-                self.inodes.learn(node, info)
-
-    async def _keeper_for(self, parent: Node, name: str, path: str) -> tuple[Node, OpenFile] | None:
-        """Before a rename replaces the file ``name`` that the kernel knows: open it, so that an
-        ``open`` already resolved to its inode still succeeds after the rename (see the module
-        docstring); also refresh the attributes the detached inode will answer with."""
-        node = parent.children.get(name)
-        if node is None or node.lookups == 0 or node.keeper is not None:
-            return None
-        info = await self.fs.lstat(path)
-        if info.kind != "file":
-            return None
-        self.inodes.learn(node, info)
-        if info.special is not None:
-            return None  # the kernel serves a FIFO, socket or device itself: nothing to keep
-        if node.written_here:
-            # Writable, so that a descriptor open for writing keeps working after an unlink
-            # (a temporary file's pattern); only for a file the mount made or wrote, which
-            # costs nothing to open so (a copy-on-write tree would copy any other file up).
-            with contextlib.suppress(OSError):
-                file = await self.fs.open(path, write=True)
-                node.keeper_writable = True
-                return node, file
-        return node, await self.fs.open(path)
-
-    def _keep(self, kept: tuple[Node, OpenFile] | None) -> None:
-        """The change ``_keeper_for`` prepared succeeded: the node keeps its file."""
-        if kept is not None:
-            kept[0].keeper = kept[1]
-            self.inodes.pin(kept[0])
-
     async def _file_by_inode(self, ino: int, *, write: bool) -> tuple[Node, OpenFile, Done]:
         """For a request on a file opened without a handle (``files_by_inode``): its node, an
         open file of it, and what to await when the request is done with that file. A WRITE of
@@ -401,20 +365,10 @@ class Operations(pyfuse3.Operations):
         if path is not None:
             file = await self.fs.open(path, write=write)
             return node, file, file.close
-        if node.keeper is not None and (node.keeper_writable or not write):
-            return node, node.keeper, _nothing
-        # Unlinked or replaced (or changed behind the mount) with no writable keeper: see
-        # _keeper_for.
-        raise _fuse_error(errno.ESTALE)
-
-    async def _close_keeper_if_unused(self, node: Node) -> None:
-        """Close a node's keeper once neither the kernel nor a handle can reach it any more."""
-        keeper = node.keeper
-        if keeper is not None and node.lookups == 0 and node.opens == 1:
-            node.keeper = None
-            node.keeper_writable = False
-            self.inodes.unpin(node)
-            await keeper.close()
+        kept = self.keepers.file_for(node, write=write)
+        if kept is None:  # unlinked or replaced (or changed elsewhere), with no keeper to use
+            raise _fuse_error(errno.ESTALE)
+        return node, kept, _nothing
 
     async def _lstat_existing(self, path: str) -> FileInfo:
         info = await self.fs.lstat(path)
@@ -458,9 +412,9 @@ class Operations(pyfuse3.Operations):
             node = self.inodes.find(ino)
             if self.created.forgotten(ino):
                 await self._let_go_of_created()
-            if node is not None and node.keeper is not None:
+            if node is not None and self.keepers.holds(node):
                 try:
-                    await self._close_keeper_if_unused(node)
+                    await self.keepers.release_if_unused(node)
                 except Exception:  # logged; forget has no one to report to
                     log.exception("closing the kept file of inode %d failed", ino)
 
@@ -517,9 +471,9 @@ class Operations(pyfuse3.Operations):
                 handle.dirty = True
             elif path is not None:
                 changes["size"] = attr.st_size
-            elif node.keeper is not None and node.keeper_writable:
+            elif (kept := self.keepers.file_for(node, write=True)) is not None:
                 # ftruncate of an unlinked file served by inode: through what keeps it.
-                await node.keeper.truncate(attr.st_size)
+                await kept.truncate(attr.st_size)
             else:
                 raise _fuse_error(errno.ENOENT)
         if path is None:
@@ -611,23 +565,16 @@ class Operations(pyfuse3.Operations):
         self.vouched.unvouch_name(parent, text)
         # Served by inode, a file stays readable after its unlink only through a keeper (the
         # mount is not told whether it is open).
-        kept = await self._keeper_for(parent, text, path) if self.terms.files_by_inode else None
-        if kept is None:
-            await self._keep_attributes(parent, text, path)
-        try:
+        keeper = self.terms.files_by_inode
+        async with self.keepers.keeping(parent, text, path, keeper=keeper, attributes=True):
             await self.fs.unlink(path)
-        except BaseException:
-            if kept is not None:
-                await kept[1].close()
-            raise
-        self._keep(kept)
         self.inodes.detach_name(parent, text)
 
     @_request(write=True)
     async def rmdir(self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> None:
         parent, text, path = self._child_path(parent_inode, name)
-        await self._keep_attributes(parent, text, path)
-        await self.fs.rmdir(path)
+        async with self.keepers.keeping(parent, text, path, keeper=False, attributes=True):
+            await self.fs.rmdir(path)
         self.inodes.detach_name(parent, text)
 
     @_request(write=True)
@@ -662,18 +609,16 @@ class Operations(pyfuse3.Operations):
         # A moved file's change time moves; a replaced file with other names loses a link.
         self.vouched.unvouch_name(old_parent, old_text)
         self.vouched.unvouch_name(new_parent, new_text)
-        kept = None
-        if not (exchange or noreplace) and src != dst:
-            kept = await self._keeper_for(new_parent, new_text, dst)
+        replaces = not (exchange or noreplace) and src != dst
         try:
-            await self.fs.rename(src, dst, noreplace=noreplace, exchange=exchange)
-        except BaseException as error:
-            if kept is not None:
-                await kept[1].close()
-            if exchange and isinstance(error, OSError) and error.errno in _NOT_SUPPORTED:
+            async with self.keepers.keeping(
+                new_parent, new_text, dst, keeper=replaces, attributes=False
+            ):
+                await self.fs.rename(src, dst, noreplace=noreplace, exchange=exchange)
+        except OSError as error:
+            if exchange and error.errno in _NOT_SUPPORTED:
                 raise _fuse_error(errno.EINVAL) from None
             raise
-        self._keep(kept)
         if exchange:
             self.inodes.exchange(old_parent, old_text, new_parent, new_text)
         else:
@@ -715,8 +660,9 @@ class Operations(pyfuse3.Operations):
         if path is None:
             # The kernel resolved the name to this inode just before a rename replaced it. The
             # keeper is a read-only handle; a writer is sent back to the new file instead.
-            if node.keeper is not None and not write and not truncate:
-                return self._add_handle(node, node.keeper, flags, shared=True)
+            kept = self.keepers.file_for(node, write=False)
+            if kept is not None and not write and not truncate:
+                return self._add_handle(node, kept, flags, shared=True)
             # ESTALE makes the kernel redo the path walk once (LOOKUP_REVAL) and open what
             # the name means now.
             raise _fuse_error(errno.ESTALE)
@@ -756,7 +702,7 @@ class Operations(pyfuse3.Operations):
             await file.close()
             raise
         node = self.inodes.remember(parent, text, info)
-        node.written_here = True
+        self.keepers.wrote(node)
         if self.terms.files_by_inode:
             # No handle: once the kernel knows open answers ENOSYS it sends no RELEASE for a
             # created file either, and its requests come by inode too. The file stays open for
@@ -790,7 +736,7 @@ class Operations(pyfuse3.Operations):
             await done()
 
     async def _write(self, node: Node, file: OpenFile, off: int, buf: bytes) -> int:
-        node.written_here = True
+        self.keepers.wrote(node)
         self.vouched.unvouch(node)
         self.pages.writing(node)
         done = 0
@@ -832,7 +778,7 @@ class Operations(pyfuse3.Operations):
                 await handle.file.close()
         finally:
             self.inodes.unpin(handle.node)
-        await self._close_keeper_if_unused(handle.node)
+        await self.keepers.release_if_unused(handle.node)
 
     @_request(write=True)
     async def fsync(self, fh: int, datasync: bool) -> None:
