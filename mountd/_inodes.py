@@ -47,7 +47,6 @@ from vfs._paths import ROOT, join_path, parent_path, split_path
 if TYPE_CHECKING:
     import pyfuse3
 
-    from ._handles import Listing, Offsets
 
 log = logging.getLogger(__name__)
 
@@ -64,10 +63,8 @@ class Node:
         "info",
         "ino",
         "linked_as",
-        "listing",
         "lookups",
         "name",
-        "offsets",
         "opens",
         "others",
         "parent",
@@ -91,10 +88,6 @@ class Node:
         # (building them costs more than comparing two FileInfos; see mountd._ops).
         self.attrs: pyfuse3.EntryAttributes | None = None
         self.attrs_of: FileInfo | None = None
-        # A directory listed without a handle: the snapshot being listed and its names' offsets
-        # (see mountd._handles).
-        self.listing: Listing | None = None
-        self.offsets: Offsets | None = None
         # Names in this directory the kernel was told to forget (new directories the tree made
         # on the way to an API change) and has not asked about since (see mountd._invalidate).
         self.told: set[str] | None = None
@@ -110,7 +103,8 @@ class InodeTable:
 
     ``learned`` is called before a node's ``info`` changes (:meth:`learn`), and ``dropped``
     with each node the table drops, so that what other pieces keep per inode
-    (``mountd._pages``, ``mountd._vouch``) follows the node."""
+    (``mountd._pages``, ``mountd._vouch``, ``mountd._keepers``, ``mountd._listings``) follows
+    the node."""
 
     def __init__(
         self,

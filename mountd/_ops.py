@@ -10,10 +10,27 @@ Theory of operation
 3. converts the result with ``mountd._attrs`` and updates the tables (lookup counts, renames,
    detached inodes).
 
+What a mount does beyond that is decided once, when it is made, by ``mountd._terms`` (the
+:class:`Terms` the handlers read), and kept by pieces that each own their state and are tested
+without a mount; the handlers only tell them what happened:
+
+- ``mountd._created``: the file a CREATE left open for the WRITEs that follow (served by inode);
+- ``mountd._pages``: the kernel's page cache of each file (kept, dropped, or handed the pages
+  writes left incomplete), told through the kernel notifier given at construction;
+- ``mountd._vouch``: the mount's *generation* (it moves whenever the tree may have changed) and
+  the attributes the mount vouches for, which a listing answers without examining the files;
+- ``mountd._keepers``: files held open so that an inode outlives its name (rename, unlink).
+
+Per-inode state of those pieces follows the inode table's nodes (the table tells them which
+``info`` it learns and which nodes it drops); a :class:`mountd._inodes.Node` holds only what is
+the inode's own.
+
 Every handler goes through :func:`_request`, which counts the operation, sets
 :data:`vfs.change_origin` to the mount (so the tree's change notifications caused by the mount
 itself do not invalidate what the kernel just learned), and maps any exception to a
 ``pyfuse3.FUSEError`` with ``mountd._errno.errno_for``: nothing else may escape into ``pyfuse3``.
+A changing request also moves the generation before and after it runs, and first lets go of what
+it invalidates (the created file, unless it is a WRITE or a SETATTR of that file).
 
 Decisions a reader may question:
 
@@ -29,69 +46,52 @@ Decisions a reader may question:
   ``getxattr("security.capability")`` before every ``write()``.
 - ``RENAME_EXCHANGE`` on a tree that cannot swap atomically answers ``EINVAL`` (what callers such
   as ``mv`` expect from filesystems without exchange), never a silent overwrite.
-- ``flush``: a tree whose handles never buffer writes (``buffers_writes`` is ``False``, see
-  ``vfs._capabilities``) answers ``ENOSYS``, which the kernel remembers: it stops sending FLUSH
-  on every ``close(2)`` for the whole mount. Otherwise flush is skipped for handles opened
-  read-only (nothing to write back) and writers always reach ``OpenFile.flush``, so a buffering
-  layer's write-back error reaches ``close(2)``.
+- ``flush``: a tree whose handles never buffer writes (``Terms.forwards_flush`` false) answers
+  ``ENOSYS``, which the kernel remembers: it stops sending FLUSH on every ``close(2)`` for the
+  whole mount. Otherwise flush is skipped for handles opened read-only (nothing to write back)
+  and writers always reach ``OpenFile.flush``, so a buffering layer's write-back error reaches
+  ``close(2)``.
 - ``readdir`` (readdirplus) lists a directory with its attributes in one tree call
   (``list_info``; ``list`` + ``lstat`` for trees without it) when the kernel reads from offset 0
-  and answers later offsets from that snapshot only while the mount's *generation* has not moved
-  (it moves around every changing request and on every change reported by the tree's API);
-  otherwise each remaining entry is ``lstat``ed again, because readdirplus attributes go
+  and answers later offsets from that snapshot only while the mount's generation has not moved;
+  otherwise each remaining entry is examined again (``lstat``), because readdirplus attributes go
   straight into the kernel's attribute cache and must not be older than the request.
-  ``opendir`` answers ``ENOSYS`` (when this pyfuse3 names a readdir's directory without a
-  handle: ``Terms.listings_by_inode``) for a directory with a modification time: the kernel
-  then sends no OPENDIR or RELEASEDIR for the rest of the mount and keeps every listing until the directory
-  changes (through the mount the kernel notices; through the API ``mountd._invalidate`` drops
-  the directory's pages; behind the tree's back the kernel sees the directory's time move once
-  its attributes expire). Such listings live on the inode (``Node.listing``), numbered by
-  ``mountd._handles.Offsets``. The kernel then caches directories without a time too (an
+  ``opendir`` answers ``ENOSYS`` (``Terms.listings_by_inode``: this pyfuse3 names a readdir's
+  directory without a handle) for a directory with a modification time: the kernel then sends
+  no OPENDIR or RELEASEDIR for the rest of the mount and keeps every listing until the
+  directory changes (through the mount the kernel notices; through the API ``mountd._invalidate``
+  drops the directory's pages; behind the tree's back the kernel sees the directory's time move
+  once its attributes expire). Such listings are kept per inode (``mountd._listings``), numbered
+  by ``mountd._handles.Offsets``. The kernel then caches directories without a time too (an
   eight-verb tree mounted inside a union): their listing is dropped as soon as the kernel has
-  read it whole (``drop_cache``), so it is read afresh next time, as through a handle.
-  Where the tree can (``vfs.ListsReusing``), a listing answers the files the mount vouches for
-  without examining them again (``_vouch``: what the tree just said, or a created file's own
-  ``fstat`` when the mount lets go of it; forgotten by every request that may change it, and
-  all at once by a change reported from elsewhere).
+  read it whole, so it is read afresh next time, as through a handle. Where the tree can
+  (``vfs.ListsReusing``, ``Terms.reuses_attributes``), a listing answers the files the mount
+  vouches for without examining them again (``mountd._vouch``).
 - The kernel attributes built for a node are kept on the node with the ``FileInfo`` they came
   from and reused while the tree answers an equal ``FileInfo``.
 - ``fsync`` is always forwarded; answering ENOSYS would make every later fsync a silent no-op.
-- A rename over a file the kernel knows first opens that file (its *keeper*) and keeps it open
-  until the kernel forgets the inode: a reader that resolved the name just before the rename
-  then still opens the old file, as on tmpfs, instead of failing. Other detached inodes answer
-  ``open`` with ``ESTALE``, which makes the kernel redo the path walk once. Served by inode, an
-  unlink takes a keeper too (the daemon cannot tell whether the file is open); it is writable
-  for a file the mount created or wrote (a temporary file's create-unlink-write pattern), and
-  read-only otherwise, since opening a copy-on-write tree's file for writing copies it up.
+- A detached inode (unlinked, renamed over, replaced behind the mount) answers ``open`` with
+  ``ESTALE``, which makes the kernel redo the path walk once, unless a keeper holds its file
+  (``mountd._keepers``: a rename over a file the kernel knows, and served by inode an unlink,
+  keep the file open until the kernel forgets the inode).
 - Files are served by inode (``Terms.files_by_inode``: when this pyfuse3 can, and the tree
-  buffers nothing in its open files): ``open`` answers ``ENOSYS``, after which the
-  kernel opens files without asking, for the rest of the mount, sends no RELEASE (not even for
-  created files) and names the file of each read, write and fsync by its inode. Each such
-  request opens the file by its current path for that request (cheap: the tree's open is a
-  lookup), so it always reaches what the name means now. What the daemon no longer hears, and
-  how each is kept: an ``O_TRUNC`` open arrives as a setattr (pyfuse3 then clears libfuse's
-  ``atomic_o_trunc``); a file unlinked or renamed over while the kernel knows it gets a keeper
-  first (below), so a descriptor still reads it (and writes it, for a file the mount made or
-  wrote); ``mountd apply`` finds files open for writing in ``/proc`` (``mountd._writers``). What
-  changes: an ``O_WRONLY`` open of a file the tree will not let be written (read-only layer,
-  reserved path) succeeds, and the first write fails with the tree's errno instead.
-  Handle numbers start above any inode number (``mountd._handles.FIRST_HANDLE``), so the two
-  never mix when some files were created before the first ENOSYS.
-- Open files keep the kernel's page cache (``keep_cache``), and what is written through the
-  mount stays in it: the kernel's own rule (``auto_inval_data``: drop a file's pages whenever
-  its modification time moves, which every write does) is off when pyfuse3 can switch it
-  (``Terms.kernel_drops_pages``). The pages are dropped at the next open instead when the tree
-  reports a new size or time the mount did not cause (``Node.learn``: another writer of a host directory;
-  the kernel asks again once attributes expire, at every permission check; a file open
-  meanwhile has them dropped through ``drop_cache`` when a getattr shows it) and after writes
-  that started or ended inside a page (the kernel keeps only pages a write covered whole, and
-  reading such a patchwork costs a request per gap). API changes drop the cache through the
-  invalidation path (``mountd._invalidate``). Served by inode there is no open to drop pages at:
-  a tree change learned by a lookup or getattr drops them before the answer (``drop_pages``).
-  When the writer sets the file's times (as tar, ``cp -a`` and rsync do once a file is
-  written), the kernel is handed the pages writes left incomplete (``store_pages``; see
-  ``_complete_pages``), so the next reader costs no request at all.
-  ``direct_io`` is never used: it breaks shared ``mmap``, which sqlite and git need.
+  buffers nothing in its open files): ``open`` answers ``ENOSYS``, after which the kernel opens
+  files without asking, for the rest of the mount, sends no RELEASE (not even for created files)
+  and names the file of each read, write and fsync by its inode. Each such request opens the
+  file by its current path for that request (cheap: the tree's open is a lookup), so it always
+  reaches what the name means now; WRITEs right after a CREATE go through the file it opened
+  (``mountd._created``). What the daemon no longer hears, and how each is kept: an ``O_TRUNC``
+  open arrives as a setattr (pyfuse3 then clears libfuse's ``atomic_o_trunc``); a file unlinked
+  or renamed over while the kernel knows it gets a keeper first, so a descriptor still reads it
+  (and writes it, for a file the mount made or wrote); ``mountd apply`` finds files open for
+  writing in ``/proc`` (``mountd._writers``); there is no open to drop a file's pages at
+  (``mountd._pages`` drops or completes them elsewhere). What changes: an ``O_WRONLY`` open of a
+  file the tree will not let be written (read-only layer, reserved path) succeeds, and the first
+  write fails with the tree's errno instead. Handle numbers start above any inode number
+  (``mountd._handles.FIRST_HANDLE``), so the two never mix when some files were created before
+  the first ENOSYS.
+- Open files keep the kernel's page cache (``keep_cache``) unless ``mountd._pages`` says
+  otherwise; ``direct_io`` is never used: it breaks shared ``mmap``, which sqlite and git need.
 """
 
 from __future__ import annotations
@@ -109,22 +109,17 @@ from typing import Any, TypeVar, cast
 import pyfuse3
 
 from vfs import Change, FileInfo, OpenFile, PosixFileSystem, change_origin
-from vfs._capabilities import (
-    list_info_of,
-    list_reusing_of,
-    make_link,
-    make_node,
-    open_file_info,
-)
+from vfs._capabilities import list_reusing_of, make_link, make_node, open_file_info
 from vfs._paths import NAME_MAX, join_path, parent_path
 from vfs._types import SPECIAL_OF_TYPE_BITS
 
 from ._attrs import BLOCK_SIZE, AttrPolicy
 from ._created import CreatedFile, Held, close_logged
 from ._errno import errno_for
-from ._handles import FIRST_HANDLE, DirHandle, FileHandle, HandleTable, Listing, Offsets
+from ._handles import FIRST_HANDLE, HandleTable
 from ._inodes import InodeTable, Node
 from ._keepers import Keepers
+from ._listings import Listings
 from ._pages import NO_KERNEL, KernelCache, PageCache
 from ._terms import Terms
 from ._vouch import Generation, Vouching
@@ -145,7 +140,8 @@ def _request(*, write: bool = False) -> Callable[[_F], _F]:
     """Wrap a handler: count it, mark the mount as the change origin, map exceptions.
 
     ``write`` says whether the operation would create or change something, which decides how a
-    "no mount here" error reads (see ``mountd._errno``).
+    "no mount here" error reads (see ``mountd._errno``); such a request first lets go of what it
+    invalidates (``Operations._before_change``) and moves the generation before and after it.
     """
 
     def decorate(handler: _F) -> _F:
@@ -217,20 +213,19 @@ class Operations(pyfuse3.Operations):
         self.counters: Counter[str] = Counter() if counters is None else counters
         # What the kernel is told to drop or take, off the request path (see mountd._pages).
         self.kernel = kernel
-        self._list_info = list_info_of(fs)
-        self._list_reusing = list_reusing_of(fs) if terms.reuses_attributes else None
+        reusing = list_reusing_of(fs) if terms.reuses_attributes else None
         self.generation = Generation()
-        self.vouched = Vouching(self.generation, enabled=self._list_reusing is not None)
+        self.vouched = Vouching(self.generation, enabled=reusing is not None)
         self.pages = PageCache(fs, terms, kernel, self.generation)
         self.inodes = InodeTable(learned=self.pages.learned, dropped=self._dropped)
         self.handles = HandleTable()
         self.keepers = Keepers(fs, self.inodes)
+        self.listings = Listings(fs, self.inodes, self.vouched, self.generation, reusing=reusing)
+        self.created = CreatedFile()
         # Read by pyfuse3 when the kernel connection is set up (see mountd._terms).
         self.enable_writeback_cache = terms.writeback_cache
         self.auto_inval_data = terms.kernel_drops_pages
         self.files_by_inode = terms.files_by_inode
-        # Served by inode: the file a CREATE opened, for the WRITEs that follow it.
-        self.created = CreatedFile()
 
     async def close_all(self) -> None:
         """After the session ends: close the files the kernel never released (a process still
@@ -295,6 +290,7 @@ class Operations(pyfuse3.Operations):
         self.vouched.dropped(node)
         self.pages.dropped(node)
         self.keepers.dropped(node)
+        self.listings.dropped(node)
 
     async def _before_change(self, op: str, ino: int) -> None:
         """What a changing request ``op`` (on inode or handle ``ino``) lets go of first."""
@@ -312,7 +308,7 @@ class Operations(pyfuse3.Operations):
     async def _learn_written(self, created: Held) -> None:
         """What the file the mount just wrote is now, from its descriptor: vouched for, so the
         next listing of its directory need not examine it (only where listings reuse)."""
-        if self._list_reusing is None or self.created.stale:
+        if not self.vouched.enabled or self.created.stale:
             return
         generation = self.generation.now
         try:
@@ -452,30 +448,9 @@ class Operations(pyfuse3.Operations):
     ) -> pyfuse3.EntryAttributes:
         node = self._node(inode)
         path = self.inodes.path(node)
-        handle = self._maybe_handle(fh)
-        changes: dict[str, int] = {}
-        if fields.update_mode:
-            changes["mode"] = attr.st_mode & 0o7777
-        if fields.update_uid:
-            changes["uid"] = self.attrs.stored_uid(attr.st_uid)
-        if fields.update_gid:
-            changes["gid"] = self.attrs.stored_gid(attr.st_gid)
-        if fields.update_atime:
-            changes["atime_ns"] = attr.st_atime_ns
-        if fields.update_mtime:
-            changes["mtime_ns"] = attr.st_mtime_ns
-        if fields.update_size:
-            if handle is not None:
-                # Through the open file, so a layer buffering this handle sees it.
-                await handle.file.truncate(attr.st_size)
-                handle.dirty = True
-            elif path is not None:
-                changes["size"] = attr.st_size
-            elif (kept := self.keepers.file_for(node, write=True)) is not None:
-                # ftruncate of an unlinked file served by inode: through what keeps it.
-                await kept.truncate(attr.st_size)
-            else:
-                raise _fuse_error(errno.ENOENT)
+        changes = _changes(attr, fields, self.attrs)
+        if fields.update_size and not await self._truncate_open(node, path, fh, attr.st_size):
+            changes["size"] = attr.st_size
         if path is None:
             # Detached (e.g. fchmod of an unlinked file): keep the change on the inode itself.
             if node.info is None:
@@ -489,17 +464,26 @@ class Operations(pyfuse3.Operations):
         # The kernel truncated its pages itself; new times leave them valid.
         self.pages.changing(node)
         self.inodes.learn(node, info)
-        if fields.update_mtime and not fields.update_size:
+        if fields.update_mtime and not fields.update_size:  # the writer is done with the file
             await self.pages.times_set(node, path, info.size)
         return self._entry(node, info)
 
-    def _maybe_handle(self, fh: int | None) -> FileHandle | None:
-        if fh is None:
-            return None
-        try:
-            return self.handles.file(fh)
-        except KeyError:
-            return None
+    async def _truncate_open(self, node: Node, path: str | None, fh: int | None, size: int) -> bool:
+        """Truncate ``node``'s file through an open file where the request names one, or where
+        the file has no name left; ``False`` when the tree is to truncate it by its path."""
+        handle = None if fh is None else self.handles.find_file(fh)
+        if handle is not None:
+            # Through the open file, so a layer buffering this handle sees it.
+            await handle.file.truncate(size)
+            handle.dirty = True
+            return True
+        if path is not None:
+            return False
+        kept = self.keepers.file_for(node, write=True)
+        if kept is None:
+            raise _fuse_error(errno.ENOENT)
+        await kept.truncate(size)  # ftruncate of an unlinked file served by inode
+        return True
 
     @_request()
     async def readlink(self, inode: int, ctx: pyfuse3.RequestContext) -> bytes:
@@ -512,35 +496,20 @@ class Operations(pyfuse3.Operations):
     ) -> pyfuse3.EntryAttributes:
         parent, text, path = self._child_path(parent_inode, name)
         special = SPECIAL_OF_TYPE_BITS.get(stat.S_IFMT(mode))
-        if special is not None:
-            # Only trees that hold them (vfs.MakesNodes); EPERM elsewhere, as mknod(2) says.
-            gid, _ = await self._new_group(parent, path, ctx)
-            await make_node(
-                self.fs,
-                path,
-                special,
-                mode=mode & ~ctx.umask & 0o7777,
-                rdev=rdev,
-                uid=self.attrs.stored_uid(ctx.uid),
-                gid=gid,
-            )
-            info = await self._lstat_existing(path)
-            return self._entry(self.inodes.remember(parent, text, info), info)
-        if not stat.S_ISREG(mode):
+        if special is None and not stat.S_ISREG(mode):
             raise _fuse_error(errno.EINVAL)
         gid, _ = await self._new_group(parent, path, ctx)
-        file = await self.fs.open(
-            path,
-            write=True,
-            create=True,
-            exclusive=True,
-            mode=mode & ~ctx.umask & 0o7777,
-            uid=self.attrs.stored_uid(ctx.uid),
-            gid=gid,
-        )
-        await file.close()
-        info = await self._lstat_existing(path)
-        return self._entry(self.inodes.remember(parent, text, info), info)
+        uid = self.attrs.stored_uid(ctx.uid)
+        mode = mode & ~ctx.umask & 0o7777
+        if special is not None:
+            # Only trees that hold them (vfs.MakesNodes); EPERM elsewhere, as mknod(2) says.
+            await make_node(self.fs, path, special, mode=mode, rdev=rdev, uid=uid, gid=gid)
+        else:
+            file = await self.fs.open(
+                path, write=True, create=True, exclusive=True, mode=mode, uid=uid, gid=gid
+            )
+            await file.close()
+        return await self._made(parent, text, path)
 
     @_request(write=True)
     async def mkdir(
@@ -549,14 +518,14 @@ class Operations(pyfuse3.Operations):
         parent, text, path = self._child_path(parent_inode, name)
         gid, setgid = await self._new_group(parent, path, ctx)
         mode = mode & ~ctx.umask & 0o7777
-        await self.fs.mkdir(
-            path,
-            mode | stat.S_ISGID if setgid else mode,
-            uid=self.attrs.stored_uid(ctx.uid),
-            gid=gid,
-        )
+        uid = self.attrs.stored_uid(ctx.uid)
+        await self.fs.mkdir(path, mode | stat.S_ISGID if setgid else mode, uid=uid, gid=gid)
+        return await self._made(parent, text, path)
+
+    async def _made(self, parent: Node, name: str, path: str) -> pyfuse3.EntryAttributes:
+        """The answer for the entry just made at ``path`` (``name`` in ``parent``)."""
         info = await self._lstat_existing(path)
-        return self._entry(self.inodes.remember(parent, text, info), info)
+        return self._entry(self.inodes.remember(parent, name, info), info)
 
     @_request(write=True)
     async def unlink(self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> None:
@@ -583,11 +552,9 @@ class Operations(pyfuse3.Operations):
     ) -> pyfuse3.EntryAttributes:
         parent, text, path = self._child_path(parent_inode, name)
         gid, _ = await self._new_group(parent, path, ctx)
-        await self.fs.symlink(
-            path, os.fsdecode(target), uid=self.attrs.stored_uid(ctx.uid), gid=gid
-        )
-        info = await self._lstat_existing(path)
-        return self._entry(self.inodes.remember(parent, text, info), info)
+        uid = self.attrs.stored_uid(ctx.uid)
+        await self.fs.symlink(path, os.fsdecode(target), uid=uid, gid=gid)
+        return await self._made(parent, text, path)
 
     @_request(write=True)
     async def rename(
@@ -599,11 +566,7 @@ class Operations(pyfuse3.Operations):
         flags: int,
         ctx: pyfuse3.RequestContext,
     ) -> None:
-        noreplace = bool(flags & pyfuse3.RENAME_NOREPLACE)
-        exchange = bool(flags & pyfuse3.RENAME_EXCHANGE)
-        known = pyfuse3.RENAME_NOREPLACE | pyfuse3.RENAME_EXCHANGE
-        if flags & ~known or (noreplace and exchange):
-            raise _fuse_error(errno.EINVAL)
+        noreplace, exchange = _rename_flags(flags)
         old_parent, old_text, src = self._child_path(parent_inode_old, name_old)
         new_parent, new_text, dst = self._child_path(parent_inode_new, name_new)
         # A moved file's change time moves; a replaced file with other names loses a link.
@@ -684,6 +647,23 @@ class Operations(pyfuse3.Operations):
         self, parent_inode: int, name: bytes, mode: int, flags: int, ctx: pyfuse3.RequestContext
     ) -> tuple[pyfuse3.FileInfo, pyfuse3.EntryAttributes]:
         parent, text, path = self._child_path(parent_inode, name)
+        file, info = await self._create_file(parent, path, mode, flags, ctx)
+        node = self.inodes.remember(parent, text, info)
+        self.keepers.wrote(node)
+        if not self.terms.files_by_inode:
+            return self._add_handle(node, file, flags), self._entry(node, info)
+        # No handle: once the kernel knows open answers ENOSYS it sends no RELEASE for a created
+        # file either, and its requests come by inode. The file stays open for the WRITEs.
+        previous = self.created.hold(node, file)
+        if previous is not None:
+            await close_logged(previous)
+        return self.pages.opened(node, 0), self._entry(node, info)
+
+    async def _create_file(
+        self, parent: Node, path: str, mode: int, flags: int, ctx: pyfuse3.RequestContext
+    ) -> tuple[OpenFile, FileInfo]:
+        """Create and open the file at ``path`` in ``parent``; what it is, by its descriptor
+        where the tree can say (no path to resolve)."""
         gid, _ = await self._new_group(parent, path, ctx)
         file = await self.fs.open(
             path,
@@ -696,22 +676,10 @@ class Operations(pyfuse3.Operations):
             gid=gid,
         )
         try:
-            # The file just opened, by its descriptor where the tree can (no path to resolve).
-            info = await open_file_info(file) or await self._lstat_existing(path)
+            return file, await open_file_info(file) or await self._lstat_existing(path)
         except BaseException:
             await file.close()
             raise
-        node = self.inodes.remember(parent, text, info)
-        self.keepers.wrote(node)
-        if self.terms.files_by_inode:
-            # No handle: once the kernel knows open answers ENOSYS it sends no RELEASE for a
-            # created file either, and its requests come by inode too. The file stays open for
-            # the WRITEs that usually follow (see __init__).
-            previous = self.created.hold(node, file)
-            if previous is not None:
-                await close_logged(previous)
-            return self.pages.opened(node, 0), self._entry(node, info)
-        return self._add_handle(node, file, flags), self._entry(node, info)
 
     @_request()
     async def read(self, fh: int, off: int, size: int) -> bytes:
@@ -812,82 +780,67 @@ class Operations(pyfuse3.Operations):
         self.inodes.pin(node)
         return handle.fh
 
-    async def _snapshot(self, node: Node) -> list[tuple[str, FileInfo | None]]:
-        entries: list[tuple[str, FileInfo | None]] = [(".", None), ("..", None)]
-        path = self.inodes.path(node)
-        if path is None:  # a removed directory lists as empty
-            return entries
-        if self._list_reusing is not None:
-            # What the mount vouches for is not examined again: after writes through the mount
-            # (the created file's fstat vouches for it), a listing's files need no fstatat.
-            entries.extend(await self._list_reusing(path, self.vouched.known(node)))
-        else:
-            listed = await self._list_info(path)
-            entries.extend((entry.path.rpartition("/")[2], info) for entry, info in listed)
-        return entries
-
-    async def _listing(self, node: Node, handle: DirHandle | None, start: int) -> Listing:
-        """The snapshot to answer from: the one in progress, or a fresh one from offset 0."""
-        listing = node.listing if handle is None else handle.listing
-        if start != 0 and listing is not None:
-            return listing
-        node.told = None  # the kernel lists it again (see mountd._invalidate)
-        generation = self.generation.now
-        entries = await self._snapshot(node)
-        if handle is not None:
-            listing = Listing([(i + 1, *entry) for i, entry in enumerate(entries)], generation)
-            handle.listing = listing
-        else:
-            if node.offsets is None:
-                node.offsets = Offsets()
-            listing = node.offsets.number(entries, generation)
-            node.listing = listing
-        return listing
-
     @_request()
     async def readdir(self, fh: int, start_id: int, token: pyfuse3.ReaddirToken) -> None:
-        handle: DirHandle | None = None
-        if fh:
-            handle = self.handles.dir(fh)
-            node = handle.node
-        else:  # listed without a handle (opendir answered ENOSYS): named by its inode
-            node = self._node(token.ino)
-        listing = await self._listing(node, handle, start_id)
+        # Without a handle (opendir answered ENOSYS) the directory is named by its inode.
+        handle = self.handles.dir(fh) if fh else None
+        node = self._node(token.ino) if handle is None else handle.node
+        listing = await self.listings.listing(node, handle, start_id)
         first = listing.after(start_id)
         if first == len(listing.entries) and handle is None:
-            node.listing = None  # the end: the kernel has it all
+            self.listings.read_whole(node)
             if node.info is not None and not node.info.mtime_ns:
-                self.kernel.drop(node.ino)
+                self.kernel.drop(node.ino)  # a listing the kernel should not keep
         # The snapshot's attributes are as fresh as an lstat now unless something changed since
         # (readdirplus replies fill the kernel's attribute cache, so they must not be stale).
-        fresh = listing.generation == self.generation.now
-        path = self.inodes.path(node)
-        for offset, name, info in listing.entries[first:]:
-            if info is None:  # "." or ".."
-                dot = node if name == "." or node.parent is None else node.parent
-                if not pyfuse3.readdir_reply(token, name.encode(), self.attrs.dot(dot.ino), offset):
-                    return
-                continue  # "." and ".." are never counted as lookups
-            if not fresh:
-                path = self.inodes.path(node)  # again: the lstat below may let others run
-                if path is None:
-                    return  # removed since the snapshot
-                info = await self.fs.lstat(join_path(path, name))
-                if not info.exists:
+        vouch_at = listing.generation if listing.generation == self.generation.now else None
+        entries = listing.entries[first:]
+        if vouch_at is not None and self.inodes.path(node) is None:
+            entries = [entry for entry in entries if entry[2] is None]  # removed: its dots
+        for offset, name, info in entries:
+            if info is not None and vouch_at is None:
+                info = await self._lstat_listed(node, name)
+                if info is None:
                     continue  # removed since the snapshot
-            elif path is None:
-                return  # removed since the snapshot
-            child = self.inodes.child(node, name, info)
-            if fresh:
-                self.vouched.vouch(child, info, listing.generation)
-            if not pyfuse3.readdir_reply(
-                token, name.encode("utf-8", "surrogateescape"), self._entry(child, info), offset
-            ):
-                self.inodes.discard_if_unused(child)
-                return
-            self.inodes.ref(child)
+            child = self._reply_listed(token, node, name, info, offset, vouch_at)
+            if child is None:
+                return  # the kernel's buffer is full
             if self.pages.is_stale(child):
                 await self.pages.drop_stale(child)
+
+    async def _lstat_listed(self, node: Node, name: str) -> FileInfo | None:
+        """What ``name`` in the directory ``node`` is now; ``None`` if either is gone."""
+        path = self.inodes.path(node)  # again: the lstat of the last entry may have let others run
+        if path is None:
+            return None
+        info = await self.fs.lstat(join_path(path, name))
+        return info if info.exists else None
+
+    def _reply_listed(
+        self,
+        token: pyfuse3.ReaddirToken,
+        node: Node,
+        name: str,
+        info: FileInfo | None,
+        offset: int,
+        vouch_at: int | None,
+    ) -> Node | None:
+        """Hand the kernel the entry ``name`` of ``node`` (``info`` ``None`` for the dots, which
+        are never counted as lookups); ``None`` if it had no room left for it."""
+        if info is None:
+            dot = node if name == "." or node.parent is None else node.parent
+            taken = pyfuse3.readdir_reply(token, name.encode(), self.attrs.dot(dot.ino), offset)
+            return dot if taken else None
+        child = self.inodes.child(node, name, info)
+        if vouch_at is not None:
+            self.vouched.vouch(child, info, vouch_at)
+        if not pyfuse3.readdir_reply(
+            token, name.encode("utf-8", "surrogateescape"), self._entry(child, info), offset
+        ):
+            self.inodes.discard_if_unused(child)
+            return None
+        self.inodes.ref(child)
+        return child
 
     @_request()
     async def releasedir(self, fh: int) -> None:
@@ -943,6 +896,34 @@ class Operations(pyfuse3.Operations):
 
 async def _nothing() -> None:
     pass
+
+
+def _changes(
+    attr: pyfuse3.EntryAttributes, fields: pyfuse3.SetattrFields, attrs: AttrPolicy
+) -> dict[str, int]:
+    """What a setattr asks the tree to change, but the size (see ``Operations.setattr``)."""
+    changes: dict[str, int] = {}
+    if fields.update_mode:
+        changes["mode"] = attr.st_mode & 0o7777
+    if fields.update_uid:
+        changes["uid"] = attrs.stored_uid(attr.st_uid)
+    if fields.update_gid:
+        changes["gid"] = attrs.stored_gid(attr.st_gid)
+    if fields.update_atime:
+        changes["atime_ns"] = attr.st_atime_ns
+    if fields.update_mtime:
+        changes["mtime_ns"] = attr.st_mtime_ns
+    return changes
+
+
+def _rename_flags(flags: int) -> tuple[bool, bool]:
+    """``(noreplace, exchange)`` of a rename; ``EINVAL`` for flags it does not know or both."""
+    noreplace = bool(flags & pyfuse3.RENAME_NOREPLACE)
+    exchange = bool(flags & pyfuse3.RENAME_EXCHANGE)
+    known = pyfuse3.RENAME_NOREPLACE | pyfuse3.RENAME_EXCHANGE
+    if flags & ~known or (noreplace and exchange):
+        raise _fuse_error(errno.EINVAL)
+    return noreplace, exchange
 
 
 def _resized(info: FileInfo, size: int) -> FileInfo:

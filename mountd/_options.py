@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ._attrs import OwnerMap
+from ._attrs import AttrPolicy, OwnerMap
 
 SUBTYPE = "mountd"
 
@@ -89,6 +89,17 @@ class MountOptions:
             )
         if not 0 <= self.idle_spin <= 0.1:
             raise ValueError(f"idle_spin must be between 0 and 0.1 seconds: {self.idle_spin!r}")
+
+    def attr_policy(self, uid: int, gid: int) -> AttrPolicy:
+        """How the mount fills attributes, for a daemon running as ``uid``/``gid``."""
+        return AttrPolicy(
+            uid=uid,
+            gid=gid,
+            entry_timeout=self.entry_timeout,
+            attr_timeout=self.attr_timeout,
+            negative_timeout=self.negative_timeout,
+            owners=self.owners,
+        )
 
     def fuse_options(self) -> set[str]:
         """The ``-o`` options given to libfuse (only ones known not to break the mount)."""

@@ -49,7 +49,6 @@ from vfs import Change, FileSystem, PosixFileSystem, Watchable, _hostdisk
 from vfs._types import ChangeCallback
 
 from . import _registry
-from ._attrs import AttrPolicy
 from ._invalidate import InvalidateInode, Invalidator, send_to_kernel
 from ._ops import Operations
 from ._options import MountOptions
@@ -162,14 +161,7 @@ async def serve(
         ops = Operations(
             tree,
             terms=negotiate(options, FuseFeatures.installed(), TreeFeatures.of(tree)),
-            attrs=AttrPolicy(
-                uid=os.getuid(),
-                gid=os.getgid(),
-                entry_timeout=options.entry_timeout,
-                attr_timeout=options.attr_timeout,
-                negative_timeout=options.negative_timeout,
-                owners=options.owners,
-            ),
+            attrs=options.attr_policy(os.getuid(), os.getgid()),
             origin=mount,
             counters=mount.counters,
             kernel=notifier,
