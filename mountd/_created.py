@@ -21,7 +21,7 @@ The held file is let go of (:meth:`CreatedFile.let_go`)
 
 A WRITE may await inside the held file, and another request run meanwhile and let go of it: a
 WRITE borrows the file (:meth:`CreatedFile.borrow`) and gives it back
-(:meth:`CreatedFile.give_back`), and a file let go of while borrowed is closed by its last
+(:meth:`Held.give_back`), and a file let go of while borrowed is closed by its last
 borrower, never under a write. A file let go of while no one borrows it is handed to the caller,
 which learns what the file is now and closes it (:func:`close_logged`). Closing is the only I/O
 here; every decision is a plain method on the slot's own state.
@@ -49,6 +49,12 @@ class Held:
         self.users = 0  # WRITEs borrowing it right now
         self.detached = False  # let go of: its last borrower closes it
 
+    async def give_back(self) -> None:
+        """The WRITE that borrowed the file is done; the last one closes it if it was let go of."""
+        self.users -= 1
+        if self.detached and not self.users:
+            await close_logged(self)
+
 
 class CreatedFile:
     """The slot for the file the last CREATE opened (see the module docstring)."""
@@ -67,6 +73,10 @@ class CreatedFile:
     def stale(self) -> bool:
         """Whether the tree changed elsewhere since the held file was created."""
         return self._stale
+
+    def holds_stale(self) -> bool:
+        """Whether a file is held that the tree changed elsewhere since (to be let go of)."""
+        return self._stale and self._held is not None
 
     def hold(self, node: Node, file: OpenFile) -> Held | None:
         """Hold ``file``, just created as ``node``; return what was held before, let go of
@@ -95,18 +105,12 @@ class CreatedFile:
 
     def borrow(self, ino: int) -> Held | None:
         """The held file, for a WRITE of inode ``ino``, unless it is another file or stale;
-        give it back with :meth:`give_back`."""
+        give it back with :meth:`Held.give_back`."""
         held = self._held
         if held is None or held.node.ino != ino or self._stale:
             return None
         held.users += 1
         return held
-
-    async def give_back(self, held: Held) -> None:
-        """The WRITE that borrowed ``held`` is done; the last one closes it if it was let go of."""
-        held.users -= 1
-        if held.detached and not held.users:
-            await close_logged(held)
 
     def let_go(self) -> Held | None:
         """Stop holding the file. Returns it when no WRITE is using it: the caller learns it and

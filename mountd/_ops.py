@@ -140,8 +140,8 @@ def _request(*, write: bool = False) -> Callable[[_F], _F]:
     """Wrap a handler: count it, mark the mount as the change origin, map exceptions.
 
     ``write`` says whether the operation would create or change something, which decides how a
-    "no mount here" error reads (see ``mountd._errno``); such a request first lets go of what it
-    invalidates (``Operations._before_change``) and moves the generation before and after it.
+    "no mount here" error reads (see ``mountd._errno``); such a request first lets go of the
+    created file if the slot says it must, and moves the generation before and after it.
     """
 
     def decorate(handler: _F) -> _F:
@@ -167,9 +167,11 @@ def _request(*, write: bool = False) -> Callable[[_F], _F]:
         @functools.wraps(handler)
         async def changing(self: Operations, *args: Any) -> Any:
             self.counters[op] += 1
-            await self._before_change(op, args[0])
+            if self.created.lets_go_before(op, args[0]):
+                await self._let_go_of_created()
             # Before and after: a listing snapshot taken while this runs is not trusted later.
-            self.generation.move()
+            generation = self.generation
+            generation.now += 1
             token = change_origin.set(self.origin)
             try:
                 return await handler(self, *args)
@@ -179,7 +181,7 @@ def _request(*, write: bool = False) -> Callable[[_F], _F]:
                 raise pyfuse3.FUSEError(errno_for(error, write=True, op=op)) from None
             finally:
                 change_origin.reset(token)
-                self.generation.move()
+                generation.now += 1
 
         return cast(_F, changing)
 
@@ -292,11 +294,6 @@ class Operations(pyfuse3.Operations):
         self.keepers.dropped(node)
         self.listings.dropped(node)
 
-    async def _before_change(self, op: str, ino: int) -> None:
-        """What a changing request ``op`` (on inode or handle ``ino``) lets go of first."""
-        if self.created.lets_go_before(op, ino):
-            await self._let_go_of_created()
-
     async def _let_go_of_created(self) -> None:
         """Let go of the file a CREATE left open: learned and closed now, or closed by the last
         WRITE still using it (a handler may await, and another request run meanwhile)."""
@@ -353,9 +350,9 @@ class Operations(pyfuse3.Operations):
         if write:
             held = self.created.borrow(ino)
             if held is not None:
-                return held.node, held.file, functools.partial(self.created.give_back, held)
+                return held.node, held.file, held.give_back
         node = self._node(ino)
-        if self.created.stale and self.created.held is not None:
+        if self.created.holds_stale():
             await self._let_go_of_created()
         path = self.inodes.path(node)
         if path is not None:

@@ -67,10 +67,10 @@ def test_a_file_let_go_of_while_borrowed_is_closed_by_its_last_borrower(tmp_path
         assert first is not None and first is second and first.users == 2
         assert slot.let_go() is None  # in use: not handed over
         await first.file.write(0, b"x")
-        await slot.give_back(first)
+        await first.give_back()
         assert first.users == 1
         await first.file.write(1, b"y")  # still open for the second borrower
-        await slot.give_back(first)
+        await first.give_back()
         assert first.users == 0
         with pytest.raises(OSError, match="bad file descriptor"):
             await first.file.write(2, b"z")  # closed
@@ -85,8 +85,9 @@ def test_a_write_of_another_inode_or_after_a_change_elsewhere_opens_by_name() ->
         node, file = await _created(tree, table, "f")
         slot.hold(node, file)
         assert slot.borrow(node.ino + 1) is None
+        assert not slot.holds_stale()
         slot.changed_elsewhere()
-        assert slot.stale and slot.borrow(node.ino) is None
+        assert slot.stale and slot.holds_stale() and slot.borrow(node.ino) is None
         other, other_file = await _created(tree, table, "g")
         previous = slot.hold(other, other_file)  # a CREATE that raced the first one's
         assert previous is not None and previous.file is file

@@ -10,6 +10,7 @@ import pytest
 
 import vfs
 from mountd import MountOptions
+from mountd._attrs import AttrPolicy, OwnerMap
 from mountd._terms import FuseFeatures, Terms, TreeFeatures, negotiate
 from tests.vfs.eightverb import EightVerbTree
 
@@ -116,3 +117,11 @@ def test_trees_report_what_they_can_do(tmp_path: Path) -> None:
     assert TreeFeatures.of(vfs.posix_view(EightVerbTree())) == TreeFeatures()
     buffering = negotiate(MountOptions(), PATCHED, TreeFeatures.of(vfs.posix_view(EightVerbTree())))
     assert buffering.forwards_flush and not buffering.files_by_inode
+
+
+def test_the_options_fill_the_mounts_attribute_policy() -> None:
+    owners = OwnerMap(tree_uid=1000, tree_gid=1000, uid=0, gid=0)
+    options = MountOptions(entry_timeout=1, attr_timeout=2, negative_timeout=3, owners=owners)
+    assert options.attr_policy(5, 6) == AttrPolicy(
+        uid=5, gid=6, entry_timeout=1, attr_timeout=2, negative_timeout=3, owners=owners
+    )
