@@ -62,7 +62,7 @@ def build_tree(kind: str, backing: str | None) -> Any:
     cow = vfs.cow_fs(vfs.dir_fs(backing), vfs.dir_fs(upper))
     if kind == "cowdisk":  # what `mountd mount` serves at / by default: changes in a session
         return cow
-    from vfs._audit import AuditLog, audited_fs
+    from vfs import AuditLog, audited_fs
 
     log = AuditLog(keep=1024)
     if kind == "default":  # all of what `mountd mount` serves by default (see mountd.cli)
@@ -70,7 +70,7 @@ def build_tree(kind: str, backing: str | None) -> Any:
 
         return turn_root(audited_fs(vfs.union_fs({"/": cow, "/tmp": vfs.temp_fs()}), log))
     if kind == "guarded":  # what `mountd run` serves over a repository, but the sandbox root
-        from vfs._policy import policy_fs, repository_policy
+        from vfs import policy_fs, repository_policy
 
         return audited_fs(policy_fs(cow, repository_policy()), log)
     sys.exit(f"unknown tree kind {kind!r}")

@@ -28,9 +28,8 @@ from collections.abc import Awaitable, Callable
 import trio
 
 import vfs
-from vfs._audit import AuditLog, audited_fs
-from vfs._capabilities import list_info_of
-from vfs._policy import policy_fs, repository_policy
+from vfs import AuditLog, audited_fs, policy_fs, repository_policy
+from vfs.lowlevel import list_info_of
 from vfs.turns import turn_root
 
 FILE = "/src/pkg/mod.py"

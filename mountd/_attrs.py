@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import pyfuse3
 
 from vfs import FileInfo
-from vfs._types import SPECIAL_TYPE_BITS
+from vfs.lowlevel import SPECIAL_TYPE_BITS
 
 BLOCK_SIZE = 4096
 

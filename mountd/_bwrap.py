@@ -37,7 +37,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import vfs
-from vfs._paths import ROOT, is_under
+from vfs import is_under
+from vfs.lowlevel import ROOT
 
 from . import _landlock
 from ._environ import GIT_CONFIG_IN_SANDBOX

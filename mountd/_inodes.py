@@ -42,7 +42,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from vfs import FileInfo
-from vfs._paths import ROOT, join_path, parent_path, split_path
+from vfs.lowlevel import ROOT, join_path, parent_path, split_path
 
 if TYPE_CHECKING:
     import pyfuse3

@@ -20,7 +20,7 @@ offsets when the inode table drops the node (:meth:`Listings.dropped`).
 from __future__ import annotations
 
 from vfs import FileInfo, PosixFileSystem
-from vfs._capabilities import ListReusing, list_info_of
+from vfs.lowlevel import ListReusing, list_info_of
 
 from ._handles import DirHandle, Listing, Offsets
 from ._inodes import InodeTable, Node

@@ -109,9 +109,16 @@ from typing import Any, TypeVar, cast
 import pyfuse3
 
 from vfs import Change, FileInfo, OpenFile, PosixFileSystem, change_origin
-from vfs._capabilities import list_reusing_of, make_link, make_node, open_file_info
-from vfs._paths import NAME_MAX, join_path, parent_path
-from vfs._types import SPECIAL_OF_TYPE_BITS
+from vfs.lowlevel import (
+    NAME_MAX,
+    SPECIAL_OF_TYPE_BITS,
+    join_path,
+    list_reusing_of,
+    make_link,
+    make_node,
+    open_file_info,
+    parent_path,
+)
 
 from ._attrs import BLOCK_SIZE, AttrPolicy
 from ._created import CreatedFile, Held, close_logged

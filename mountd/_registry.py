@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from vfs._mounts import MountEntry, read_mountinfo
+from vfs.lowlevel import MountEntry, read_mountinfo
 
 FSTYPE = "fuse.mountd"
 MNT_DETACH = 2

@@ -59,11 +59,19 @@ from typing import Any, NoReturn
 import trio
 
 import vfs
-from vfs._audit import AuditLog, audited_fs
-from vfs._cow import CowFileSystem
-from vfs._cow_meta import CowConflictError, TreeChange
-from vfs._paths import ROOT, add_prefix, is_under
-from vfs._policy import Policy, PolicyFileSystem, policy_fs, repository_policy
+from vfs import (
+    AuditLog,
+    CowConflictError,
+    CowFileSystem,
+    Policy,
+    PolicyFileSystem,
+    TreeChange,
+    audited_fs,
+    is_under,
+    policy_fs,
+    repository_policy,
+)
+from vfs.lowlevel import ROOT, add_prefix
 
 from . import MountOptions, mounted
 from . import _registry as registry

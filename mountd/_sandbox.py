@@ -47,8 +47,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import vfs
-from vfs._forward import ForwardingTree, PathArg, Verb
-from vfs._paths import ROOT, normalize_path, split_path
+from vfs import normalize_path
+from vfs.lowlevel import ROOT, ForwardingTree, PathArg, Verb, split_path
 
 SYSTEM_DIRS = ("usr", "etc", "proc", "dev")
 LINK_DIRS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")

@@ -45,8 +45,8 @@ if sys.version_info < (3, 11):
     from exceptiongroup import BaseExceptionGroup
 
 import vfs
-from vfs import Change, FileSystem, PosixFileSystem, Watchable, _hostdisk
-from vfs._types import ChangeCallback
+from vfs import Change, FileSystem, PosixFileSystem, Watchable
+from vfs.lowlevel import ChangeCallback, guard_mountpoint, release_mountpoint
 
 from . import _registry
 from ._invalidate import InvalidateInode, Invalidator, send_to_kernel
@@ -480,5 +480,5 @@ def _prepare_mountpoint(target: str) -> None:
 
 def _guard_mountpoint(target: str) -> Callable[[], None]:
     """Tell host-directory layers never to read through ``target``; return the release."""
-    _hostdisk.guard_mountpoint(target)
-    return lambda: _hostdisk.release_mountpoint(target)
+    guard_mountpoint(target)
+    return lambda: release_mountpoint(target)

@@ -72,9 +72,7 @@ from pathlib import Path
 from typing import Any, TypeAlias
 
 import vfs
-from vfs._cow import cow_fs
-from vfs._paths import normalize_path
-from vfs._policy import policy_fs, repository_policy
+from vfs import cow_fs, normalize_path, policy_fs, repository_policy
 
 if sys.version_info >= (3, 11):
     import tomllib

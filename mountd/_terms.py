@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 import pyfuse3
 
-from vfs._capabilities import buffers_writes, list_reusing_of
+from vfs.lowlevel import buffers_writes, list_reusing_of
 
 from ._options import MountOptions
 

@@ -35,8 +35,8 @@ from dataclasses import dataclass, replace
 from typing import Any, NoReturn
 
 import vfs
-from vfs._audit import AuditLog, audited_fs
-from vfs._paths import add_prefix, is_under, normalize_path, strip_prefix
+from vfs import AuditLog, audited_fs, is_under, normalize_path
+from vfs.lowlevel import add_prefix, strip_prefix
 from vfs.turns import TurnRoot, turn_root
 
 if sys.version_info < (3, 11):  # pragma: no cover - trio brings the backport on 3.10

@@ -36,7 +36,7 @@ follow symlinks (inside the tree).
 
 Mounts below the root. A tree does not descend into a mount below its root (as ``find -xdev``
 does not), unless made with ``cross_mounts=True``; and no tree ever reaches this process's own
-FUSE mountpoints (``vfs._hostdisk.guard_mountpoint``, registered before the mount exists). Both
+FUSE mountpoints (``vfs._disk.guard_mountpoint``, registered before the mount exists). Both
 are one mechanism: a hidden path is missing for ``stat``/``read``, absent from listings and walks,
 and ``PermissionDeniedError`` for mutations. It is needed because a FUSE daemon makes these
 syscalls on its event loop's thread: through its own mount the request comes back to that
@@ -46,7 +46,7 @@ for the other, for ever.
 What is hidden comes from two snapshots, compared by identity on every operation (no syscall):
 the guard's registrations and, unless crossing, the mount table (``vfs._mounts.mountpoints``, at
 most ``FRESH_FOR`` seconds old). From them :meth:`DirFileSystem._guards` makes a
-``vfs._hostdisk.GuardView``: guarded tree paths, and the ``(st_dev, st_ino)`` of every hidden
+``vfs._disk.GuardView``: guarded tree paths, and the ``(st_dev, st_ino)`` of every hidden
 mountpoint's covered directory and of the directory holding it, taken without touching the mount
 (``readdir`` of the holder reports the covered directory's inode). While anything is hidden,
 resolution adds ``RESOLVE_NO_XDEV``: a path that crosses any mount is re-walked by hand, one
@@ -86,7 +86,7 @@ I/O policy. Local-disk syscalls are short and bounded, so they run directly on t
 thread (a worker-thread hop costs more than the syscall it would carry). ``fsync`` and reads of
 big files go to a worker thread; walks yield to the loop every few dozen entries.
 
-Errors are translated from ``OSError`` by errno in this module only (``vfs._hostdisk.os_error``),
+Errors are translated from ``OSError`` by errno in this module only (``vfs._disk.os_error``),
 always about the tree path (``/a.txt``), never the host path.
 """
 
@@ -106,16 +106,7 @@ import anyio.lowlevel
 import anyio.to_thread
 
 from ._content import decode_contents, encode_contents
-from ._errors import (
-    FileNotFoundError,
-    InvalidPathError,
-    IsADirectoryError,
-    PathError,
-    PermissionDeniedError,
-    ReadOnlyMountError,
-    UnsafePathError,
-)
-from ._hostdisk import (
+from ._disk import (
     NODE_PLACEHOLDER_MODE,
     NODE_XATTR,
     O_CLOEXEC,
@@ -154,6 +145,15 @@ from ._hostdisk import (
     write_all,
     write_error,
     write_file_at,
+)
+from ._errors import (
+    FileNotFoundError,
+    InvalidPathError,
+    IsADirectoryError,
+    PathError,
+    PermissionDeniedError,
+    ReadOnlyMountError,
+    UnsafePathError,
 )
 from ._match import compile_glob, compile_grep
 from ._mounts import mountpoints
@@ -786,7 +786,7 @@ class DirFileSystem:
     ) -> None:
         """A FIFO or a socket in the host directory. A device node is never made on the host (it
         would be a real device there for anyone who can open it): it is emulated by an empty
-        regular file (mode 1600) recording the node in an xattr (see ``vfs._hostdisk``), and is
+        regular file (mode 1600) recording the node in an xattr (see ``vfs._disk``), and is
         shown as the node; where the host has no user xattrs, it is refused (``EPERM``)."""
         path = normalize_path(path)
         self._refuse_read_only(path)

@@ -19,7 +19,7 @@ file tools see it. It is not confined (it *is* the host disk) and it speaks host
 * ``search`` is empty: the host index is the native tool's business.
 
 The walks, the atomic ``write`` and the error translation are shared with ``dir_fs``
-(``vfs._hostdisk``), including the I/O policy (syscalls inline on the event loop, long walks
+(``vfs._disk``), including the I/O policy (syscalls inline on the event loop, long walks
 yield, big reads on a worker thread) and the mountpoint guard (walks skip a directory this process
 is serving as a FUSE mount, so they never read through it). Unlike ``dir_fs`` it crosses every
 other mount, as the native tools do: it is the host disk, mounts included.
@@ -38,8 +38,7 @@ import anyio.lowlevel
 
 from ._content import decode_contents, encode_contents
 from ._dir import DiskFile
-from ._errors import DirectoryNotEmptyError, FileNotFoundError, InvalidPathError
-from ._hostdisk import (
+from ._disk import (
     O_CLOEXEC,
     O_DIR,
     O_PATH,
@@ -56,6 +55,7 @@ from ._hostdisk import (
     write_error,
     write_file_at,
 )
+from ._errors import DirectoryNotEmptyError, FileNotFoundError, InvalidPathError
 from ._match import compile_glob, compile_grep
 from ._paths import join_path, segment_size
 from ._types import (

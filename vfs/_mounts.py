@@ -23,7 +23,7 @@ in, so each poll also compares the namespace's identity (``/proc/self/ns/mnt``) 
 a change of namespace; a forked child reopens too (parent and child would otherwise share one
 open file, and whichever polled first would take the other's change notice).
 
-Process-wide state, like the mountpoint guard in ``vfs._hostdisk``: a process has one mount table.
+Process-wide state, like the mountpoint guard in ``vfs._disk``: a process has one mount table.
 """
 
 from __future__ import annotations

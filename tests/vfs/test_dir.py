@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 
 import vfs
 from vfs._dir import DirFileSystem
-from vfs._hostdisk import guard_mountpoint, have_openat2, release_mountpoint
+from vfs._disk import guard_mountpoint, have_openat2, release_mountpoint
 from vfs._mounts import FRESH_FOR
 
 BACKENDS = ["trio", "asyncio"]
@@ -522,7 +522,7 @@ def test_guarded_mountpoint_is_hidden(backend: str, tmp_path: Path, use_openat2:
 
 
 def test_guard_nests_and_releases(tmp_path: Path) -> None:
-    from vfs._hostdisk import guarded_mountpoints
+    from vfs._disk import guarded_mountpoints
 
     (tmp_path / "m").mkdir()
     guard_mountpoint(str(tmp_path / "m"))
@@ -1089,7 +1089,7 @@ def test_resolvers_agree_and_stay_inside(links: list[tuple[str, str]], paths: li
 
 
 def test_fsync_stays_on_the_loop_only_for_memory_file_systems(backend: str) -> None:
-    from vfs._hostdisk import memory_backed
+    from vfs._disk import memory_backed
 
     types = {
         line.split()[1]: line.split()[2] for line in Path("/proc/mounts").read_text().splitlines()

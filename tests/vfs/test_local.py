@@ -13,7 +13,7 @@ import anyio
 import pytest
 
 import vfs
-from vfs._hostdisk import guard_mountpoint, release_mountpoint
+from vfs._disk import guard_mountpoint, release_mountpoint
 
 BACKENDS = ["trio", "asyncio"]
 

@@ -15,8 +15,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from vfs._disk import O_PATH, RESOLVE_IN_ROOT, RESOLVE_NO_MAGICLINKS, openat2
 from vfs._errors import PathError
-from vfs._hostdisk import O_PATH, RESOLVE_IN_ROOT, RESOLVE_NO_MAGICLINKS, openat2
 from vfs._resolve import Lstat, Readlink, Resolved, drive_sync, resolution
 from vfs._types import Kind
 
