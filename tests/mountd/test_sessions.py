@@ -154,7 +154,8 @@ def test_a_killed_run_keeps_its_changes_and_a_finished_one_leaves_nothing(
     )
     try:
         deadline = time.monotonic() + 30
-        while not list(sessions.glob("*/upper/work.txt")):
+        # The file appears at open(O_TRUNC), before echo writes: wait for the content.
+        while [p.read_text() for p in sessions.glob("*/upper/work.txt")] != ["work\n"]:
             assert time.monotonic() < deadline, "the command never wrote"
             time.sleep(0.05)
         run.kill()  # mountd run itself, as an OOM killer or a closed terminal would

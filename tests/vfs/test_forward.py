@@ -39,7 +39,7 @@ TREE_PROTOCOLS = tuple(
     for value in vars(_types).values()
     if isinstance(value, type)
     and getattr(value, "_is_protocol", False)
-    and value.__module__ == _types.__name__
+    and value.__module__.split(".")[0] == "vfs"  # defined in the contract, not imported
     and value not in FILE_PROTOCOLS
 )
 
