@@ -3,7 +3,9 @@
 
 Theory of operation
 - ``_mount_daemon.py KIND MOUNTPOINT [--backing DIR]`` builds the tree (``temp``: ``temp_fs()``;
-  ``dir``: ``dir_fs(DIR)``; ``cow``: ``cow_fs(dir_fs(DIR))``), mounts it with
+  ``dir``: ``dir_fs(DIR)``; ``cow``: ``cow_fs(dir_fs(DIR))``; ``default``: that cow as ``mountd
+  mount`` serves it by default, in an audited union with a scratch ``/tmp`` under a turn root;
+  ``guarded``: that cow under the repository policy and an audit log), mounts it with
   ``mountd.mounted`` and prints ``{"ready": true}`` once the mount is live. One process serves
   one mount (pyfuse3 keeps its session in module globals).
 - Then it answers one JSON line per command line read from stdin:
@@ -51,10 +53,26 @@ def build_tree(kind: str, backing: str | None) -> Any:
         if backing is None:
             sys.exit("dir needs --backing")
         return vfs.dir_fs(backing)
-    if kind == "cow":  # what `mountd mount` serves at / by default: changes in memory
-        if backing is None:
-            sys.exit("cow needs --backing")
+    if backing is None:
+        sys.exit(f"{kind} needs --backing")
+    if kind == "cow":  # `mountd mount --ephemeral`'s tree at /: changes in memory
         return vfs.cow_fs(vfs.dir_fs(backing))
+    upper = backing.rstrip("/") + ".upper"  # (where a session's upper would be)
+    os.makedirs(upper, exist_ok=True)
+    cow = vfs.cow_fs(vfs.dir_fs(backing), vfs.dir_fs(upper))
+    if kind == "cowdisk":  # what `mountd mount` serves at / by default: changes in a session
+        return cow
+    from vfs import AuditLog, audited_fs
+
+    log = AuditLog(keep=1024)
+    if kind == "default":  # all of what `mountd mount` serves by default (see mountd.cli)
+        from vfs.turns import turn_root
+
+        return turn_root(audited_fs(vfs.union_fs({"/": cow, "/tmp": vfs.temp_fs()}), log))
+    if kind == "guarded":  # what `mountd run` serves over a repository, but the sandbox root
+        from vfs import policy_fs, repository_policy
+
+        return audited_fs(policy_fs(cow, repository_policy()), log)
     sys.exit(f"unknown tree kind {kind!r}")
 
 
@@ -172,7 +190,7 @@ async def serve(args: argparse.Namespace, reply: io.TextIOBase) -> None:
 
 def main() -> int:
     p = argparse.ArgumentParser()
-    p.add_argument("kind", choices=("temp", "dir", "cow"))
+    p.add_argument("kind", choices=("temp", "dir", "cow", "cowdisk", "default", "guarded"))
     p.add_argument("mountpoint")
     p.add_argument("--backing")
     p.add_argument("--parent", type=int, required=True)

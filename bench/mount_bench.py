@@ -79,7 +79,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "warm": ("warm.pass1", "warm.pass2-5"),
 }
 PHASES = tuple(p for phases in GROUPS.values() for p in phases)
-MOUNT_KINDS = ("temp", "dir", "cow")
+MOUNT_KINDS = ("temp", "dir", "cow", "cowdisk", "default", "guarded")
 TARGET_KINDS = ("tmpfs", "shm", *MOUNT_KINDS)
 
 
@@ -325,7 +325,7 @@ class Workspace:
         mountpoint = self.work / f"mnt-{slug}"
         mountpoint.mkdir()
         backing = None
-        if kind in ("dir", "cow"):
+        if kind in ("dir", "cow", "cowdisk", "default", "guarded"):
             backing = self.kernel_dir / f"backing-{slug}"  # one per target: dir and dir@...
             backing.mkdir()
         LOG_DIR.mkdir(exist_ok=True)

@@ -42,7 +42,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import vfs
 from tests.s3.weed import WeedServer
-from vfs._s3 import DEFAULT_PART_SIZE, S3HostFiles
+from vfs import S3HostFiles
+from vfs.lowlevel import DEFAULT_PART_SIZE
 
 OPS = ("write", "overwrite", "list", "read", "read_warm", "big_write", "big_read")
 UNIT = {"list": "entries/s", "big_write": "MiB/s", "big_read": "MiB/s"}

@@ -17,7 +17,11 @@ stray ``.new.`` directory, never an ownerless lock).
 Contenders retry with jittered backoff for a brief window (``wait``), then give up
 (:class:`BusyError`). While waiting they may *reclaim* the lock only when its owner is provably
 gone: a process on this host that is dead (see ``_owner``), or an owner of any host whose
-critical-section TTL has expired since it acquired. Reclaim and release move the lock directory
+critical-section TTL has expired since it acquired (an acquisition time later than now, from a
+clock running ahead, counts as the lock directory's modification time). A lock directory
+without a readable owner record, or anything else at the lock's name (a file, a symlink), is
+judged by its age alone and reclaimed with whatever it holds once older than the TTL;
+:func:`inspect` is that one judgement, for ``status`` and for contenders alike. Reclaim and release move the lock directory
 aside (``<lock>.old.<tmp>``) and then delete it; both run under an ``flock`` of the lock's parent
 directory, so judging an owner and moving its lock away is one step on this kernel (a reclaimer
 can never move away a lock that a third process took after the judgement). The ``flock`` guard
@@ -31,9 +35,11 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import math
 import os
 import random
 import secrets
+import stat
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -81,9 +87,12 @@ class LockOwner:
                 boot_id=fields.get("boot", ""),
                 start=int(fields.get("start", "0")),
             )
-            return LockOwner(process, float(fields["at"]), float(fields["ttl"]), fields["token"])
+            at, ttl = float(fields["at"]), float(fields["ttl"])
         except (KeyError, ValueError):
             return None
+        if not (math.isfinite(at) and math.isfinite(ttl) and at >= 0 and ttl >= 0):
+            return None  # an unreadable record: the lock is judged as ownerless
+        return LockOwner(process, at, ttl, fields["token"])
 
 
 @dataclass(frozen=True)
@@ -127,13 +136,25 @@ class LockView:
 
 
 def inspect(spec: LockSpec, *, now: float | None = None) -> LockView:
-    """The lock's state without touching it."""
+    """The lock's state without touching it (what acquiring would make of it)."""
     now = time.time() if now is None else now
     try:
-        names = os.listdir(spec.path)
-        changed = os.lstat(spec.path).st_mtime
-    except (FileNotFoundError, NotADirectoryError):
+        found = os.lstat(spec.path)
+        names = os.listdir(spec.path) if stat.S_ISDIR(found.st_mode) else None
+    except FileNotFoundError:
         return LockView(spec.path, "free", None, None, "")
+    except NotADirectoryError:
+        names = None  # replaced by a file between the two calls
+    changed = found.st_mtime
+    if names is None:
+        # Something else holds the name (a file, a symlink): it blocks acquisition like an
+        # ownerless lock, and goes like one.
+        age = now - changed
+        if age > spec.ttl:
+            return LockView(
+                spec.path, "stale", None, age, "not a lock directory, older than its TTL"
+            )
+        return LockView(spec.path, "held", None, age, "not a lock directory")
     owners = [owner for owner in map(LockOwner.decode, names) if owner is not None]
     if not owners:
         # Never made by this protocol; judged by age alone.
@@ -142,7 +163,10 @@ def inspect(spec: LockSpec, *, now: float | None = None) -> LockView:
             return LockView(spec.path, "stale", None, age, "ownerless lock older than its TTL")
         return LockView(spec.path, "held", None, age, "")
     owner = max(owners, key=lambda each: each.acquired_at)
-    age = now - owner.acquired_at
+    # An acquisition time after now (an owner whose clock runs ahead) counts as the time the
+    # directory was made, by the filesystem's clock: skew cannot stretch the TTL.
+    at = min(owner.acquired_at, changed) if owner.acquired_at > now else owner.acquired_at
+    age = now - at
     if _owner.is_alive(owner.process) is False:
         return LockView(spec.path, "stale", owner, age, "owner process is dead")
     if age > owner.ttl:
@@ -187,8 +211,8 @@ def _attempt(spec: LockSpec) -> Held | None:
         crash_point(f"{spec.label}-lock.staged")
         os.rename(staging, spec.path)
     except OSError as error:
-        _atomic.remove_lock_tree(staging)
-        if error.errno in (errno.ENOTEMPTY, errno.EEXIST):
+        _atomic.remove_tree(staging)
+        if error.errno in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOTDIR):
             return None
         raise
     crash_point(f"{spec.label}-lock.acquired")
@@ -208,7 +232,7 @@ def _reclaim_stale(spec: LockSpec, deadline: float) -> bool:
         if view.state != "stale":
             return False
         trash = _move_aside(spec)
-    _atomic.remove_lock_tree(trash)
+    _atomic.remove_tree(trash)
     return True
 
 
@@ -231,6 +255,8 @@ def acquire(spec: LockSpec, *, wait: float = DEFAULT_WAIT) -> Held:
             who = "an unknown owner"
             if view.owner is not None:
                 who = f"pid {view.owner.process.pid} on {view.owner.process.hostname}"
+            elif view.reason:
+                who = f"something that is {view.reason}"
             raise BusyError(f"busy: {spec.path} is held by {who} (retried {wait:g} s)")
         time.sleep(random.uniform(delay / 2, delay))
         delay = min(delay * 2, 0.05)
@@ -260,7 +286,7 @@ def release(held: Held, *, wait: float = DEFAULT_WAIT) -> bool:
     except FileNotFoundError:
         return False
     crash_point(f"{spec.label}-lock.trashed")
-    _atomic.remove_lock_tree(trash)
+    _atomic.remove_tree(trash)
     return True
 
 

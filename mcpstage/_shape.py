@@ -15,6 +15,14 @@ worktree's marker block carries the worktree's id: ``.`` for the main worktree, 
 directory's path relative to the common directory (``worktrees/<name>``) for a linked one. The id
 is the same whichever path the repository is seen through (the host disk or a mount).
 
+An absolute ``gitdir:`` names a place outside the tree, so a worktree seen through a copy or a
+copy-on-write mount would have its marker written into the *original's* ``info/exclude`` (on
+the host, past the mount). Git records in the git directory which worktree it belongs to
+(``<gitdir>/gitdir``, the path of that worktree's ``.git`` file); when that names an existing
+``.git`` other than the one we came through, :func:`resolve` refuses (``RefusedError``) rather
+than write there. A relative ``gitdir:`` resolves inside whatever tree the worktree is seen
+through, so it is always followed.
+
 The session files live in the worktree's ``.cursor/``: the config ``mcp.json`` (shared with the
 operator), the lease manifest ``.fusion-mcp-state.json``, the main lock directory
 ``.fusion-mcp.lock`` and temporary entries ``.fusion-mcp-tmp.*``/``.fusion-mcp.lock.*``; every
@@ -117,11 +125,14 @@ def resolve(path: str | os.PathLike[str]) -> Shape:
     if os.path.isdir(dot_git):
         git_dir = dot_git
     elif os.path.isfile(dot_git):
-        git_dir = os.path.normpath(os.path.join(top, _read_gitfile(dot_git)))
+        named = _read_gitfile(dot_git)
+        git_dir = os.path.normpath(os.path.join(top, named))
     else:
         raise UsageError(f"usage: {dot_git} is neither a directory nor a gitdir file")
     if not os.path.isdir(git_dir):
         raise UsageError(f"usage: git directory {git_dir} (from {dot_git}) does not exist")
+    if git_dir != dot_git and os.path.isabs(named):
+        _check_owner(dot_git, git_dir)
     common_dir = git_dir
     commondir_file = os.path.join(git_dir, "commondir")
     if os.path.isfile(commondir_file):
@@ -131,6 +142,28 @@ def resolve(path: str | os.PathLike[str]) -> Shape:
             raise UsageError(f"usage: git common directory {common_dir} does not exist")
     worktree_id = os.path.relpath(git_dir, common_dir)
     return Shape(worktree=top, git_dir=git_dir, common_dir=common_dir, worktree_id=worktree_id)
+
+
+def _check_owner(dot_git: str, git_dir: str) -> None:
+    """Refuse an absolute gitdir that git records as another worktree's (see the docstring)."""
+    try:
+        with open(os.path.join(git_dir, "gitdir"), encoding="utf-8") as file:
+            recorded = file.readline().strip()
+    except (OSError, UnicodeDecodeError):
+        return  # a submodule's git directory, or unreadable: nothing says it is another's
+    if not recorded:
+        return
+    owner = os.path.normpath(os.path.join(git_dir, recorded))
+    try:
+        ours = os.path.samefile(owner, dot_git)
+    except OSError:
+        return  # the recorded worktree is gone (moved): git itself still uses this gitdir
+    if not ours:
+        raise RefusedError(
+            f"refused: {dot_git} names {git_dir}, the git directory of "
+            f"{os.path.dirname(owner)}: this worktree is a copy or a mount of that one, and "
+            "staging would write outside it; make its gitdir: relative"
+        )
 
 
 def _git_env() -> dict[str, str]:

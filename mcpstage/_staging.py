@@ -4,8 +4,9 @@ Theory of operation
 -------------------
 Every operation that writes runs the same frame (:func:`_locked`):
 
-- resolve the git shape; ``stage`` also refuses a tracked ``.cursor/mcp.json`` and a symlinked
-  or odd ``.cursor``/``mcp.json`` before it writes anything;
+- resolve the git shape; ``stage`` also refuses a tracked ``.cursor/mcp.json`` and a server
+  entry JSON cannot hold before it writes anything; every operation refuses a symlinked or
+  odd ``.cursor``/``mcp.json``, before taking the main lock and again once it holds it;
 - bootstrap (``stage``, or anyone who finds a manifest whose exclusion marker went missing):
   marker, then ``.cursor/``, under the bootstrap lock (``_bootstrap``);
 - take the main lock and re-check the marker under it: a peer's final cleanup may have removed
@@ -13,14 +14,21 @@ Every operation that writes runs the same frame (:func:`_locked`):
   marker is removed only under the main lock, so while we hold it every file we write is
   excluded from git;
 - recover: resolve a pending journal entry and latch operator edits or a quarantine
-  (``_journal.recover``), and persist what it decided;
-- mutate through ``_journal.commit``; when the last lease goes, the config gets its final
-  bytes and ``_cleanup.finish`` removes manifest and marker; release; ``rmdir``.
+  (``_journal.recover``, on a settled read: ``_journal.look``), and persist what it decided;
+- mutate through ``_journal.commit`` (which recomposes when an operator's save lands during
+  the write); when the last lease goes, the config gets its final bytes and
+  ``_cleanup.finish`` removes manifest and marker; release; ``rmdir``.
 
 A first stage writes the manifest with the byte-exact baseline before any config write. A
-quarantined worktree refuses staging and never has its config written: disposing there only
-drops the lease from the manifest, and the manifest and marker stay until a reconciliation sees
-the config deleted or repaired.
+stage that fails after bootstrapping (a refusal, an I/O error) is undone like a reconciliation
+without reaping: with no lease left, the final cleanup runs, so no exclusion block or record is
+left behind. A quarantined worktree refuses staging and never has its config written: disposing
+there only drops the lease from the manifest, and the manifest and marker stay until a
+reconciliation sees the config deleted or repaired.
+
+Fusion servers in a config that no manifest records (the manifest was removed, or an editor
+saved a stale buffer after a cleanup) are quarantined too (:func:`_orphaned`), by ``stage`` and
+by reconciliation, so their exclusion stays until the operator removes them or the config.
 
 Reconciliation is the crash-recovery owner: besides recovering, it reaps leases whose owner is
 gone (a dead process on this host; past the heartbeat TTL for another host), resumes an
@@ -40,8 +48,15 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
-from . import _atomic, _bootstrap, _cleanup, _config, _journal, _locks, _manifest, _owner
-from ._errors import BusyError, LeaseNotFoundError, QuarantinedError, RefusedError, UsageError
+from . import _bootstrap, _cleanup, _config, _journal, _locks, _manifest, _owner
+from ._errors import (
+    BusyError,
+    LeaseNotFoundError,
+    QuarantinedError,
+    RefusedError,
+    StageError,
+    UsageError,
+)
 from ._manifest import Lease, ServerEntry, State
 from ._shape import Shape, check_cursor_dir, config_is_tracked, resolve
 
@@ -79,6 +94,7 @@ class _Frame:
 def _take(shape: Shape, *, wait: float, bootstrap: bool) -> _locks.Held | None:
     """The main lock with the marker verified; ``None`` when there is nothing to lock."""
     for _attempt in range(ATTEMPTS):
+        check_cursor_dir(shape)
         if bootstrap:
             _bootstrap.ensure(shape, wait=wait)
         elif not os.path.isdir(shape.cursor_dir):
@@ -87,6 +103,11 @@ def _take(shape: Shape, *, wait: float, bootstrap: bool) -> _locks.Held | None:
             held = _locks.acquire(_bootstrap.main_lock(shape), wait=wait)
         except FileNotFoundError:
             continue  # .cursor/ went away (a peer's final cleanup): bootstrap again
+        try:
+            check_cursor_dir(shape)  # swapped for a symlink while we took the lock?
+        except RefusedError:
+            _locks.release(held, wait=wait)
+            raise
         if _bootstrap.read_marker(shape) is None and (
             bootstrap or os.path.exists(shape.state_path)
         ):
@@ -102,7 +123,10 @@ def _locked(
     shape: Shape, *, wait: float, bootstrap: bool = False, once: bool = False
 ) -> Iterator[_Frame | None]:
     if once:
-        held = _locks.try_acquire(_bootstrap.main_lock(shape))
+        held = None
+        with contextlib.suppress(RefusedError):
+            check_cursor_dir(shape)
+            held = _locks.try_acquire(_bootstrap.main_lock(shape))
         if held is not None and _bootstrap.read_marker(shape) is None:
             _locks.release(held, wait=wait)
             held = None  # the backstop never bootstraps
@@ -125,26 +149,66 @@ def _recover(shape: Shape, state: State, current: bytes | None) -> _journal.Reco
     return recovery
 
 
+def _orphaned(shape: Shape, current: bytes | None) -> State:
+    """Record fusion servers no manifest knows of as a quarantine: the exclusion stays.
+
+    The bytes count as an operator edit (fusion did not write them as far as anyone knows), so
+    the final cleanup keeps whatever the operator makes of them; no baseline is kept, so a
+    config the operator deletes stays deleted.
+    """
+    quarantine = _manifest.Quarantine(since=time.time(), reason=_journal.ORPHANED)
+    state = State(None, current, operator_edit=True, quarantine=quarantine)
+    return _manifest.save(shape, state)
+
+
 def _settle(
     frame: _Frame,
     state: State,
-    current: bytes | None,
     leases: tuple[Lease, ...],
     *,
     kind: str,
     wait: float,
     once: bool = False,
-) -> State | None:
-    """Make ``leases`` the live set; run the final cleanup when none is left."""
-    if state.quarantine is not None:
-        return _manifest.save(frame.shape, replace(state, leases=leases))
-    if leases:
-        composed = _config.compose(current, leases)
-        return _journal.commit(frame.shape, state, kind=kind, raw=composed, leases=leases)
-    final = _config.final(current, state.baseline, state.operator_edit)
-    state = _journal.commit(frame.shape, state, kind=kind, raw=final, leases=())
-    frame.rmdir = _cleanup.finish(frame.shape, wait=wait, once=once)
-    return None if not os.path.exists(frame.shape.state_path) else state
+) -> tuple[State | None, tuple[str, ...]]:
+    """Make ``leases`` the live set; run the final cleanup when none is left.
+
+    The state left (``None``: cleaned up) and what saves landing meanwhile latched.
+    """
+    found: list[str] = []
+    for _attempt in range(ATTEMPTS):
+        if state.quarantine is not None:
+            return _manifest.save(frame.shape, replace(state, leases=leases)), tuple(found)
+        if leases:
+            committed = _journal.commit(
+                frame.shape, state, kind=kind, leases=leases, target=_composer(leases)
+            )
+            found.extend(committed.outcomes)
+            state = committed.state
+            if state.quarantine is not None:
+                continue  # drop the leases in the manifest only
+            return state, tuple(found)
+        committed = _journal.commit(frame.shape, state, kind=kind, leases=(), target=_final)
+        found.extend(committed.outcomes)
+        state = committed.state
+        if state.quarantine is not None:
+            continue
+        rmdir = _cleanup.finish(frame.shape, wait=wait, once=once)
+        if rmdir is not None:
+            frame.rmdir = rmdir
+            return (None if not os.path.exists(frame.shape.state_path) else state), tuple(found)
+        # Fusion servers came back after the final write (a save of a stale buffer): again.
+        recovery = _recover(frame.shape, state, _journal.look(frame.shape))
+        found.extend(recovery.outcomes)
+        state = recovery.state
+    raise BusyError(f"busy: {frame.shape.config_path} kept getting fusion servers back")
+
+
+def _composer(leases: tuple[Lease, ...]) -> _journal.Target:
+    return lambda state: _config.compose(state.confirmed, leases)
+
+
+def _final(state: State) -> bytes | None:
+    return _config.final(state.confirmed, state.baseline, state.operator_edit)
 
 
 def stage(
@@ -168,37 +232,60 @@ def stage(
         raise RefusedError(
             f"refused: {shape.config_path} is tracked by git; fusion never stages into it"
         )
+    _manifest.check_entry(entry)
     owner = _owner.process() if owner is None else owner
     with _locked(shape, wait=wait, bootstrap=True) as frame:
         assert frame is not None
-        current = _atomic.read_bytes(shape.config_path)
-        state = _manifest.load(shape)
-        if state is None:
-            if current is not None and _config.parse(current) is None:
-                frame.rmdir = _cleanup.finish(shape, wait=wait)  # undo our bootstrap
-                raise QuarantinedError(
-                    f"quarantined: {shape.config_path} does not parse as a JSON object; "
-                    "nothing staged"
-                )
-            state = _manifest.save(
-                shape, State(baseline=current, confirmed=current), step="stage.baseline-written"
-            )
-        recovery = _recover(shape, state, current)
-        state = recovery.state
-        if state.quarantine is not None:
+        try:
+            return _stage(frame, entry, key, owner, lease_ttl)
+        except BaseException:
+            # Leave nothing of a stage that failed: with no lease left, clean up as if disposed.
+            with contextlib.suppress(StageError, OSError):
+                _tidy(frame, reap=False, wait=wait)
+            raise
+
+
+def _stage(
+    frame: _Frame, entry: ServerEntry, key: str, owner: _owner.Process, lease_ttl: float
+) -> Outcome:
+    shape = frame.shape
+    current = _journal.look(shape)
+    state = _manifest.load(shape)
+    if state is None:
+        if _config.holds_fusion(current):
+            _orphaned(shape, current)
+            raise QuarantinedError(f"quarantined: {_journal.ORPHANED}; nothing staged")
+        if current is not None and _config.parse(current) is None:
             raise QuarantinedError(
-                f"quarantined: {shape.config_path} does not parse; staging refused until it is "
-                "deleted or valid JSON without fusion-custom-tools-* servers"
+                f"quarantined: {shape.config_path} does not parse as a JSON object; nothing staged"
             )
-        if state.lease(key) is not None:
-            raise UsageError(f"usage: {key} is already leased")
-        now = time.time()
-        lease = Lease(key, entry, owner, created_at=now, heartbeat_at=now, ttl=lease_ttl)
-        leases = (*state.leases, lease)
-        state = _journal.commit(
-            shape, state, kind="stage", raw=_config.compose(current, leases), leases=leases
+        state = _manifest.save(
+            shape, State(baseline=current, confirmed=current), step="stage.baseline-written"
         )
-        return Outcome(shape, lease, state, recovery.outcomes)
+    recovery = _recover(shape, state, current)
+    state = recovery.state
+    if state.quarantine is not None:
+        raise QuarantinedError(_refusal(shape, state.quarantine))
+    if state.lease(key) is not None:
+        raise UsageError(f"usage: {key} is already leased")
+    now = time.time()
+    lease = Lease(key, entry, owner, created_at=now, heartbeat_at=now, ttl=lease_ttl)
+    leases = (*state.leases, lease)
+    committed = _journal.commit(shape, state, kind="stage", target=_composer(leases), leases=leases)
+    if committed.state.quarantine is not None:
+        raise QuarantinedError(_refusal(shape, committed.state.quarantine))
+    return Outcome(shape, lease, committed.state, recovery.outcomes + committed.outcomes)
+
+
+def _refusal(shape: Shape, quarantine: _manifest.Quarantine) -> str:
+    if quarantine.reason == _journal.UNPARSABLE:
+        what = f"{shape.config_path} does not parse"
+    else:
+        what = quarantine.reason
+    return (
+        f"quarantined: {what}; staging refused until it is deleted or valid JSON without "
+        "fusion-custom-tools-* servers"
+    )
 
 
 def dispose(
@@ -224,15 +311,14 @@ def dispose(
         state = _manifest.load(shape)
         if state is None:
             raise LeaseNotFoundError(f"not found: no lease {key} in {shape.worktree}")
-        current = _atomic.read_bytes(shape.config_path)
-        recovery = _recover(shape, state, current)
+        recovery = _recover(shape, state, _journal.look(shape))
         state = recovery.state
         lease = state.lease(key)
         if lease is None:
             raise LeaseNotFoundError(f"not found: no lease {key} in {shape.worktree}")
         leases = tuple(each for each in state.leases if each.key != key)
-        left = _settle(frame, state, current, leases, kind="dispose", wait=wait, once=once)
-        return Outcome(shape, lease, left, recovery.outcomes, cleaned=left is None)
+        left, found = _settle(frame, state, leases, kind="dispose", wait=wait, once=once)
+        return Outcome(shape, lease, left, recovery.outcomes + found, cleaned=left is None)
 
 
 def heartbeat(
@@ -245,7 +331,7 @@ def heartbeat(
         state = None if frame is None else _manifest.load(shape)
         if state is None:
             raise LeaseNotFoundError(f"not found: no lease {key} in {shape.worktree}")
-        recovery = _recover(shape, state, _atomic.read_bytes(shape.config_path))
+        recovery = _recover(shape, state, _journal.look(shape))
         state = recovery.state
         lease = state.lease(key)
         if lease is None:
@@ -270,6 +356,7 @@ def reconcile(
     """Recover, reap dead leases (``reap``), and finish interrupted bootstraps and cleanups."""
     shape = resolve(worktree)
     for _attempt in range(ATTEMPTS):
+        check_cursor_dir(shape)
         if not os.path.lexists(shape.cursor_dir):
             removed = _bootstrap.remove_stale_marker(shape, wait=wait)
             if os.path.lexists(shape.cursor_dir):
@@ -278,22 +365,31 @@ def reconcile(
         with _locked(shape, wait=wait) as frame:
             if frame is None:
                 continue
-            state = _manifest.load(shape)
-            if state is None:
-                # An interrupted bootstrap or cleanup: no lease can exist, finish removing.
-                leftovers = _bootstrap.read_marker(shape) is not None
-                frame.rmdir = _cleanup.finish(shape, wait=wait)
-                return Outcome(shape, None, None, cleaned=leftovers or frame.rmdir)
-            current = _atomic.read_bytes(shape.config_path)
-            recovery = _recover(shape, state, current)
-            state = recovery.state
-            now = time.time()
-            dead = tuple(x.key for x in state.leases if reap and lease_is_dead(x, now=now))
-            if state.quarantine is not None and not dead:
-                return Outcome(shape, None, state, recovery.outcomes)
-            if dead or not state.leases:
-                leases = tuple(x for x in state.leases if x.key not in dead)
-                left = _settle(frame, state, current, leases, kind="reap", wait=wait)
-                return Outcome(shape, None, left, recovery.outcomes, dead, cleaned=left is None)
-            return Outcome(shape, None, state, recovery.outcomes)
+            return _tidy(frame, reap=reap, wait=wait)
     raise BusyError(f"busy: {shape.worktree} kept changing under reconciliation")
+
+
+def _tidy(frame: _Frame, *, reap: bool, wait: float) -> Outcome:
+    """Reconciliation under the main lock (also what undoes a failed stage, with no reaping)."""
+    shape = frame.shape
+    state = _manifest.load(shape)
+    if state is None:
+        # An interrupted bootstrap or cleanup: no lease can exist, finish removing.
+        leftovers = _bootstrap.read_marker(shape) is not None
+        rmdir = _cleanup.finish(shape, wait=wait)
+        if rmdir is None:  # fusion servers without a record: keep the exclusion, say so
+            return Outcome(shape, None, _orphaned(shape, _journal.look(shape)), ("quarantined",))
+        frame.rmdir = rmdir
+        return Outcome(shape, None, None, cleaned=leftovers or frame.rmdir)
+    recovery = _recover(shape, state, _journal.look(shape))
+    state = recovery.state
+    now = time.time()
+    dead = tuple(x.key for x in state.leases if reap and lease_is_dead(x, now=now))
+    if state.quarantine is not None and not dead:
+        return Outcome(shape, None, state, recovery.outcomes)
+    if dead or not state.leases:
+        leases = tuple(x for x in state.leases if x.key not in dead)
+        left, found = _settle(frame, state, leases, kind="reap", wait=wait)
+        outcomes = recovery.outcomes + found
+        return Outcome(shape, None, left, outcomes, dead, cleaned=left is None)
+    return Outcome(shape, None, state, recovery.outcomes)

@@ -5,6 +5,7 @@ The library API: :func:`serve` (run a mount on the current trio loop until cance
 One process serves at most one mount (pyfuse3 keeps its session in module globals).
 """
 
-from ._serve import Mount, MountOptions, mounted, serve
+from ._options import MountOptions
+from ._serve import Mount, mounted, serve
 
 __all__ = ["Mount", "MountOptions", "mounted", "serve"]

@@ -86,13 +86,16 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from vfs._cow import CowFileSystem
-from vfs._cow_changes import unsafe_paths, without_set_id, writer_view
-from vfs._cow_meta import TreeChange
-from vfs._paths import ROOT, add_prefix, is_strictly_under, normalize_path, parent_path
-from vfs._policy import Policy
-from vfs._posix_view import posix_view
-from vfs._types import Kind
+from vfs import CowFileSystem, Kind, Policy, TreeChange, normalize_path, posix_view
+from vfs.lowlevel import (
+    ROOT,
+    add_prefix,
+    is_strictly_under,
+    parent_path,
+    unsafe_paths,
+    without_set_id,
+    writer_view,
+)
 
 ANY_ENTRY: frozenset[Kind] = frozenset({"file", "directory", "symlink"})
 ANY_CHANGE = frozenset({"added", "modified", "deleted", "mode_changed"})

@@ -13,7 +13,8 @@ the rest ``None``. :class:`AttrPolicy` fills the gaps the same way for every ent
 - times in nanoseconds: ``mtime_ns``; ``atime_ns`` and ``ctime_ns`` default to it;
 - ``nlink`` from the tree, else 2 for a directory and 1 otherwise (0 for a detached inode, as
   ``fstat`` of an unlinked file shows);
-- ``st_blocks`` counts 512-byte units of the size, ``st_blksize`` is 4 KiB.
+- ``st_blocks`` is the tree's ``blocks`` (what a sparse file stores), else 512-byte units of
+  the size; ``st_blksize`` is 4 KiB.
 
 The entry and attribute timeouts come from the mount options: the kernel may answer from these
 attributes for that long without asking, which is where the mount's speed comes from. A negative
@@ -28,7 +29,7 @@ from dataclasses import dataclass
 import pyfuse3
 
 from vfs import FileInfo
-from vfs._types import SPECIAL_TYPE_BITS
+from vfs.lowlevel import SPECIAL_TYPE_BITS
 
 BLOCK_SIZE = 4096
 
@@ -113,7 +114,7 @@ class AttrPolicy:
         size = max(0, info.size)
         attrs.st_size = size
         attrs.st_blksize = BLOCK_SIZE
-        attrs.st_blocks = (size + 511) // 512
+        attrs.st_blocks = (size + 511) // 512 if info.blocks is None else info.blocks
         mtime_ns = info.mtime_ns or 0
         attrs.st_mtime_ns = mtime_ns
         attrs.st_atime_ns = mtime_ns if info.atime_ns is None else info.atime_ns
@@ -135,10 +136,10 @@ class AttrPolicy:
             or info.rdev != old.rdev
         ):
             return False
-        if info.size != old.size:
+        if info.size != old.size or info.blocks != old.blocks:
             size = max(0, info.size)
             attrs.st_size = size
-            attrs.st_blocks = (size + 511) // 512
+            attrs.st_blocks = (size + 511) // 512 if info.blocks is None else info.blocks
         mtime_ns = info.mtime_ns or 0
         old_mtime_ns = old.mtime_ns or 0
         if mtime_ns != old_mtime_ns:

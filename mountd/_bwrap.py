@@ -37,13 +37,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import vfs
-from vfs._paths import ROOT, is_under
+from vfs import is_under
+from vfs.lowlevel import ROOT
 
 from . import _landlock
 from ._environ import GIT_CONFIG_IN_SANDBOX
 from ._identity import SandboxUser
 from ._sandbox import SystemEntry
-from ._seccomp import compile_filter
+from ._seccomp import filter_program
 
 # What a minimal /etc holds (those the host has): name resolution, TLS roots, the dynamic
 # linker's cache, Debian's alternatives (/usr/bin/awk and friends point there), time zone,
@@ -137,6 +138,7 @@ class Sandbox:
     at: str = ROOT
     binds: tuple[Bind, ...] = ()
     landlock_abi: int = 0
+    cache: Path | None = None  # where the compiled seccomp program is kept (the state directory)
 
     def write_roots(self) -> tuple[str, ...]:
         """Where Landlock lets the command change anything."""
@@ -245,7 +247,7 @@ def start(
         by_path = {}
         for path, data in files.items():
             by_path[path] = _memfd(path, data, fds)
-        seccomp = _memfd("seccomp", compile_filter(), fds)
+        seccomp = _memfd("seccomp", filter_program(sandbox.cache), fds)
         options, command = bwrap_args(sandbox, by_path, seccomp)
         encoded = b"".join(os.fsencode(arg) + b"\0" for arg in options)
         args_fd = _memfd("args", encoded, fds)

@@ -82,12 +82,18 @@ from typing import Any
 
 import trio
 
-from vfs import Change, FileSystem, Watchable
-from vfs._cow_changes import select
-from vfs._cow_meta import CowConflictError, CowRefusedError, TreeChange
-from vfs._errors import ReadOnlyMountError
-from vfs._paths import ROOT, is_under, normalize_path, strip_prefix
-from vfs._posix_view import posix_view
+from vfs import (
+    Change,
+    CowConflictError,
+    FileSystem,
+    ReadOnlyMountError,
+    TreeChange,
+    Watchable,
+    is_under,
+    normalize_path,
+    posix_view,
+)
+from vfs.lowlevel import ROOT, CowRefusedError, select_changes, strip_prefix
 from vfs.turns import Turn, TurnRoot
 
 from . import _registry as registry
@@ -304,7 +310,7 @@ class Controller:
             if chosen == []:
                 continue
             changes, refused = await judged(found, policy)
-            for change in select(changes, chosen):
+            for change in select_changes(changes, chosen):
                 listed.append(await _describe_change(found, change, refused.get(change)))
         return {"ok": True, "cows": [_describe_cow(c) for c in cows], "changes": listed}
 
@@ -319,7 +325,7 @@ class Controller:
             changes, refused = await judged(found, policy)
             refusals += [
                 _refusal_entry(found, Refusal(c, refused[c]))
-                for c in select(changes, chosen)
+                for c in select_changes(changes, chosen)
                 if c in refused
             ]
             if chosen is None:  # what apply would write but git's own files, as `run --diff`

@@ -61,6 +61,7 @@ async def serve_until_signalled(
     description: str,
     announce: Callable[[], None],
     ready_fd: int | None = None,
+    session: str = "",
 ) -> Served:
     """Mount ``fs`` at ``mountpoint`` and serve until SIGINT/SIGTERM/SIGHUP or an outside
     unmount; the mount is gone when this returns."""
@@ -76,6 +77,7 @@ async def serve_until_signalled(
                 pid_start=registry.process_start(pid),
                 started=time.time(),
                 counters=dict(mount.counters),
+                session=session,
             )
             try:
                 outcome = Served(None)

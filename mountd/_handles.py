@@ -14,8 +14,9 @@ A directory handle keeps a snapshot of the directory's names (with their attribu
 the kernel reads from offset 0 (``opendir`` and every ``rewinddir``). Offsets given to the kernel
 are positions in that snapshot, so entries added or removed while a listing is in progress never
 make it skip or repeat a name, as readdir(3) requires. Directories listed without a handle (once
-``opendir`` answered ENOSYS, see ``mountd._ops``) keep their snapshot on the inode and number names
-with :class:`Offsets` instead, because several listings may then share one snapshot.
+``opendir`` answered ENOSYS, see ``mountd._ops``) keep their snapshot per inode
+(``mountd._listings``) and number names with :class:`Offsets` instead, because several listings
+may then share one snapshot.
 """
 
 from __future__ import annotations
@@ -132,6 +133,10 @@ class HandleTable:
     def file(self, fh: int) -> FileHandle:
         """The open file ``fh``; ``KeyError`` if there is none."""
         return self._files[fh]
+
+    def find_file(self, fh: int) -> FileHandle | None:
+        """The open file ``fh``, or ``None`` (a setattr may name a handle that is gone)."""
+        return self._files.get(fh)
 
     def pop_file(self, fh: int) -> FileHandle:
         return self._files.pop(fh)

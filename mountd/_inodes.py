@@ -38,16 +38,15 @@ Nothing here does I/O or awaits; every method runs to completion on the event lo
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
-from vfs import FileInfo, OpenFile
-from vfs._paths import ROOT, join_path, parent_path, split_path
+from vfs import FileInfo
+from vfs.lowlevel import ROOT, join_path, parent_path, split_path
 
 if TYPE_CHECKING:
     import pyfuse3
 
-    from ._handles import Listing, Offsets
 
 log = logging.getLogger(__name__)
 
@@ -60,27 +59,16 @@ class Node:
     __slots__ = (
         "attrs",
         "attrs_of",
-        "changed_here",
         "children",
         "info",
         "ino",
-        "keeper",
-        "keeper_writable",
         "linked_as",
-        "listing",
         "lookups",
         "name",
-        "offsets",
         "opens",
         "others",
         "parent",
-        "partial_pages",
-        "stale_pages",
-        "sure",
-        "sure_epoch",
         "told",
-        "written",
-        "written_here",
     )
 
     def __init__(self, ino: int, name: str, parent: Node | None, info: FileInfo | None) -> None:
@@ -96,50 +84,13 @@ class Node:
         self.opens = 0
         # The attributes the tree last reported; what a detached node answers with.
         self.info = info
-        # An open file that keeps a renamed-over file reachable (see mountd._ops); it pins.
-        self.keeper: OpenFile | None = None
-        self.keeper_writable = False
-        # The mount created or wrote this file (so a writable keeper is cheap; see mountd._ops).
-        self.written_here = False
         # The kernel attributes last built for this node, and the FileInfo they were built from
         # (building them costs more than comparing two FileInfos; see mountd._ops).
         self.attrs: pyfuse3.EntryAttributes | None = None
         self.attrs_of: FileInfo | None = None
-        # The kernel's cached pages of this file, which mountd keeps right itself (see
-        # mountd._ops, keep_cache): ``written`` when writes through the mount left pages only
-        # partly valid (``partial_pages``: which ones, where tracked); ``changed_here`` when
-        # the mount changed the content since ``info`` was learned (a new size or time then is
-        # the mount's own); ``stale_pages`` when the tree's content changed elsewhere.
-        self.written = False
-        self.partial_pages: set[int] | None = None
-        self.changed_here = False
-        self.stale_pages = False
-        # ``info`` while the mount vouches for it: what the tree said, with nothing changed
-        # through the mount since, nor reported from elsewhere before ``sure_epoch`` moved on
-        # (see mountd._ops, _vouch). A reassigned ``info`` is no longer vouched for.
-        self.sure: FileInfo | None = None
-        self.sure_epoch = 0
-        # A directory listed without a handle: the snapshot being listed and its names' offsets
-        # (see mountd._handles).
-        self.listing: Listing | None = None
-        self.offsets: Offsets | None = None
         # Names in this directory the kernel was told to forget (new directories the tree made
         # on the way to an API change) and has not asked about since (see mountd._invalidate).
         self.told: set[str] | None = None
-
-    def learn(self, info: FileInfo) -> None:
-        """Take ``info`` as what the tree says now; a file whose size or modification time moved
-        without the mount changing it has stale pages."""
-        known = self.info
-        if (
-            known is not None
-            and info.kind == "file"
-            and not self.changed_here
-            and (known.mtime_ns != info.mtime_ns or known.size != info.size)
-        ):
-            self.stale_pages = True
-        self.changed_here = False
-        self.info = info
 
     def __repr__(self) -> str:
         return (
@@ -148,9 +99,21 @@ class Node:
 
 
 class InodeTable:
-    """Inode numbers <-> paths, with the kernel's lookup counts (see the module docstring)."""
+    """Inode numbers <-> paths, with the kernel's lookup counts (see the module docstring).
 
-    def __init__(self) -> None:
+    ``learned`` is called before a node's ``info`` changes (:meth:`learn`), and ``dropped``
+    with each node the table drops, so that what other pieces keep per inode
+    (``mountd._pages``, ``mountd._vouch``, ``mountd._keepers``, ``mountd._listings``) follows
+    the node."""
+
+    def __init__(
+        self,
+        *,
+        learned: Callable[[Node, FileInfo], None] | None = None,
+        dropped: Callable[[Node], None] | None = None,
+    ) -> None:
+        self._learned = _ignore_learned if learned is None else learned
+        self._dropped = _ignore if dropped is None else dropped
         self.root = Node(ROOT_INODE, "", None, None)
         self._nodes: dict[int, Node] = {ROOT_INODE: self.root}
         # Files with several names, by FileInfo.linked_id: another name of one gets its node.
@@ -190,6 +153,11 @@ class InodeTable:
                 return join_path(base, name)
         return None
 
+    def learn(self, node: Node, info: FileInfo) -> None:
+        """Take ``info`` as what the tree says of ``node`` now."""
+        self._learned(node, info)
+        node.info = info
+
     def is_attached(self, node: Node) -> bool:
         return self.path(node) is not None
 
@@ -220,14 +188,14 @@ class InodeTable:
                 linked = self._linked.get(linked_id)
                 if linked is not None and self._names_file(linked, info):
                     self.add_name(linked, parent, name)
-                    linked.learn(info)
+                    self.learn(linked, info)
                     return linked
             node = Node(self._next_ino, name, parent, info)
             self._next_ino += 1
             self._nodes[node.ino] = node
             parent.children[name] = node
         else:
-            node.learn(info)
+            self.learn(node, info)
         if linked_id is not None and node.linked_as != linked_id:
             self.note_links(node, linked_id)
         return node
@@ -383,7 +351,8 @@ class InodeTable:
             and node.opens == 0
             and not node.children
         ):
-            self._nodes.pop(node.ino, None)
+            if self._nodes.pop(node.ino, None) is node:
+                self._dropped(node)
             if node.linked_as is not None and self._linked.get(node.linked_as) is node:
                 del self._linked[node.linked_as]
             parent = node.parent
@@ -397,6 +366,14 @@ class InodeTable:
                         del other_parent.children[other_name]
                     self._drop_unused(other_parent)
             node = parent
+
+
+def _ignore(node: Node) -> None:
+    pass
+
+
+def _ignore_learned(node: Node, info: FileInfo) -> None:
+    pass
 
 
 def _rename(node: Node, old_parent: Node, old_name: str, new_parent: Node | None, new: str) -> None:

@@ -48,7 +48,7 @@ import pyfuse3
 import trio
 
 from vfs import Change
-from vfs._paths import ROOT, split_path
+from vfs.lowlevel import ROOT, split_path
 
 from ._inodes import InodeTable, Node
 

@@ -10,10 +10,27 @@ Theory of operation
 3. converts the result with ``mountd._attrs`` and updates the tables (lookup counts, renames,
    detached inodes).
 
+What a mount does beyond that is decided once, when it is made, by ``mountd._terms`` (the
+:class:`Terms` the handlers read), and kept by pieces that each own their state and are tested
+without a mount; the handlers only tell them what happened:
+
+- ``mountd._created``: the file a CREATE left open for the WRITEs that follow (served by inode);
+- ``mountd._pages``: the kernel's page cache of each file (kept, dropped, or handed the pages
+  writes left incomplete), told through the kernel notifier given at construction;
+- ``mountd._vouch``: the mount's *generation* (it moves whenever the tree may have changed) and
+  the attributes the mount vouches for, which a listing answers without examining the files;
+- ``mountd._keepers``: files held open so that an inode outlives its name (rename, unlink).
+
+Per-inode state of those pieces follows the inode table's nodes (the table tells them which
+``info`` it learns and which nodes it drops); a :class:`mountd._inodes.Node` holds only what is
+the inode's own.
+
 Every handler goes through :func:`_request`, which counts the operation, sets
 :data:`vfs.change_origin` to the mount (so the tree's change notifications caused by the mount
 itself do not invalidate what the kernel just learned), and maps any exception to a
 ``pyfuse3.FUSEError`` with ``mountd._errno.errno_for``: nothing else may escape into ``pyfuse3``.
+A changing request also moves the generation before and after it runs, and first lets go of what
+it invalidates (the created file, unless it is a WRITE or a SETATTR of that file).
 
 Decisions a reader may question:
 
@@ -29,78 +46,59 @@ Decisions a reader may question:
   ``getxattr("security.capability")`` before every ``write()``.
 - ``RENAME_EXCHANGE`` on a tree that cannot swap atomically answers ``EINVAL`` (what callers such
   as ``mv`` expect from filesystems without exchange), never a silent overwrite.
-- ``flush``: a tree whose handles never buffer writes (``buffers_writes`` is ``False``, see
-  ``vfs._capabilities``) answers ``ENOSYS``, which the kernel remembers: it stops sending FLUSH
-  on every ``close(2)`` for the whole mount. Otherwise flush is skipped for handles opened
-  read-only (nothing to write back) and writers always reach ``OpenFile.flush``, so a buffering
-  layer's write-back error reaches ``close(2)``.
+- ``flush``: a tree whose handles never buffer writes (``Terms.forwards_flush`` false) answers
+  ``ENOSYS``, which the kernel remembers: it stops sending FLUSH on every ``close(2)`` for the
+  whole mount. Otherwise flush is skipped for handles opened read-only (nothing to write back)
+  and writers always reach ``OpenFile.flush``, so a buffering layer's write-back error reaches
+  ``close(2)``.
 - ``readdir`` (readdirplus) lists a directory with its attributes in one tree call
   (``list_info``; ``list`` + ``lstat`` for trees without it) when the kernel reads from offset 0
-  and answers later offsets from that snapshot only while the mount's *generation* has not moved
-  (it moves around every changing request and on every change reported by the tree's API);
-  otherwise each remaining entry is ``lstat``ed again, because readdirplus attributes go
+  and answers later offsets from that snapshot only while the mount's generation has not moved;
+  otherwise each remaining entry is examined again (``lstat``), because readdirplus attributes go
   straight into the kernel's attribute cache and must not be older than the request.
-  ``opendir`` answers ``ENOSYS`` (when this pyfuse3 names a readdir's directory without a
-  handle: ``LIST_BY_INODE``) for a directory with a modification time: the kernel then sends no
-  OPENDIR or RELEASEDIR for the rest of the mount and keeps every listing until the directory
-  changes (through the mount the kernel notices; through the API ``mountd._invalidate`` drops
-  the directory's pages; behind the tree's back the kernel sees the directory's time move once
-  its attributes expire). Such listings live on the inode (``Node.listing``), numbered by
-  ``mountd._handles.Offsets``. The kernel then caches directories without a time too (an
+  ``opendir`` answers ``ENOSYS`` (``Terms.listings_by_inode``: this pyfuse3 names a readdir's
+  directory without a handle) for a directory with a modification time: the kernel then sends
+  no OPENDIR or RELEASEDIR for the rest of the mount and keeps every listing until the
+  directory changes (through the mount the kernel notices; through the API ``mountd._invalidate``
+  drops the directory's pages; behind the tree's back the kernel sees the directory's time move
+  once its attributes expire). Such listings are kept per inode (``mountd._listings``), numbered
+  by ``mountd._handles.Offsets``. The kernel then caches directories without a time too (an
   eight-verb tree mounted inside a union): their listing is dropped as soon as the kernel has
-  read it whole (``drop_cache``), so it is read afresh next time, as through a handle.
-  Where the tree can (``vfs.ListsReusing``), a listing answers the files the mount vouches for
-  without examining them again (``_vouch``: what the tree just said, or a created file's own
-  ``fstat`` when the mount lets go of it; forgotten by every request that may change it, and
-  all at once by a change reported from elsewhere).
+  read it whole, so it is read afresh next time, as through a handle. Where the tree can
+  (``vfs.ListsReusing``, ``Terms.reuses_attributes``), a listing answers the files the mount
+  vouches for without examining them again (``mountd._vouch``).
 - The kernel attributes built for a node are kept on the node with the ``FileInfo`` they came
   from and reused while the tree answers an equal ``FileInfo``.
 - ``fsync`` is always forwarded; answering ENOSYS would make every later fsync a silent no-op.
-- A rename over a file the kernel knows first opens that file (its *keeper*) and keeps it open
-  until the kernel forgets the inode: a reader that resolved the name just before the rename
-  then still opens the old file, as on tmpfs, instead of failing. Other detached inodes answer
-  ``open`` with ``ESTALE``, which makes the kernel redo the path walk once. Served by inode, an
-  unlink takes a keeper too (the daemon cannot tell whether the file is open); it is writable
-  for a file the mount created or wrote (a temporary file's create-unlink-write pattern), and
-  read-only otherwise, since opening a copy-on-write tree's file for writing copies it up.
-- Files are served by inode (``files_by_inode``, when this pyfuse3 can: ``FILES_BY_INODE``, and
-  the tree buffers nothing in its open files): ``open`` answers ``ENOSYS``, after which the
-  kernel opens files without asking, for the rest of the mount, sends no RELEASE (not even for
-  created files) and names the file of each read, write and fsync by its inode. Each such
-  request opens the file by its current path for that request (cheap: the tree's open is a
-  lookup), so it always reaches what the name means now. What the daemon no longer hears, and
-  how each is kept: an ``O_TRUNC`` open arrives as a setattr (pyfuse3 then clears libfuse's
-  ``atomic_o_trunc``); a file unlinked or renamed over while the kernel knows it gets a keeper
-  first (below), so a descriptor still reads it (and writes it, for a file the mount made or
-  wrote); ``mountd apply`` finds files open for writing in ``/proc`` (``mountd._writers``). What
-  changes: an ``O_WRONLY`` open of a file the tree will not let be written (read-only layer,
-  reserved path) succeeds, and the first write fails with the tree's errno instead.
-  Handle numbers start above any inode number (``mountd._handles.FIRST_HANDLE``), so the two
-  never mix when some files were created before the first ENOSYS.
-- Open files keep the kernel's page cache (``keep_cache``), and what is written through the
-  mount stays in it: the kernel's own rule (``auto_inval_data``: drop a file's pages whenever
-  its modification time moves, which every write does) is off when pyfuse3 can switch it
-  (``OWN_PAGE_CACHE``). The pages are dropped at the next open instead when the tree reports a
-  new size or time the mount did not cause (``Node.learn``: another writer of a host directory;
-  the kernel asks again once attributes expire, at every permission check; a file open
-  meanwhile has them dropped through ``drop_cache`` when a getattr shows it) and after writes
-  that started or ended inside a page (the kernel keeps only pages a write covered whole, and
-  reading such a patchwork costs a request per gap). API changes drop the cache through the
-  invalidation path (``mountd._invalidate``). Served by inode there is no open to drop pages at:
-  a tree change learned by a lookup or getattr drops them before the answer (``drop_pages``).
-  When the writer sets the file's times (as tar, ``cp -a`` and rsync do once a file is
-  written), the kernel is handed the pages writes left incomplete (``store_pages``; see
-  ``_complete_pages``), so the next reader costs no request at all.
-  ``direct_io`` is never used: it breaks shared ``mmap``, which sqlite and git need.
+- A detached inode (unlinked, renamed over, replaced behind the mount) answers ``open`` with
+  ``ESTALE``, which makes the kernel redo the path walk once, unless a keeper holds its file
+  (``mountd._keepers``: a rename over a file the kernel knows, and served by inode an unlink,
+  keep the file open until the kernel forgets the inode).
+- Files are served by inode (``Terms.files_by_inode``: when this pyfuse3 can, and the tree
+  buffers nothing in its open files): ``open`` answers ``ENOSYS``, after which the kernel opens
+  files without asking, for the rest of the mount, sends no RELEASE (not even for created files)
+  and names the file of each read, write and fsync by its inode. Each such request opens the
+  file by its current path for that request (cheap: the tree's open is a lookup), so it always
+  reaches what the name means now; WRITEs right after a CREATE go through the file it opened
+  (``mountd._created``). What the daemon no longer hears, and how each is kept: an ``O_TRUNC``
+  open arrives as a setattr (pyfuse3 then clears libfuse's ``atomic_o_trunc``); a file unlinked
+  or renamed over while the kernel knows it gets a keeper first, so a descriptor still reads it
+  (and writes it, for a file the mount made or wrote); ``mountd apply`` finds files open for
+  writing in ``/proc`` (``mountd._writers``); there is no open to drop a file's pages at
+  (``mountd._pages`` drops or completes them elsewhere). What changes: an ``O_WRONLY`` open of a
+  file the tree will not let be written (read-only layer, reserved path) succeeds, and the first
+  write fails with the tree's errno instead. Handle numbers start above any inode number
+  (``mountd._handles.FIRST_HANDLE``), so the two never mix when some files were created before
+  the first ENOSYS.
+- Open files keep the kernel's page cache (``keep_cache``) unless ``mountd._pages`` says
+  otherwise; ``direct_io`` is never used: it breaks shared ``mmap``, which sqlite and git need.
 """
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import functools
 import logging
-import mmap
 import os
 import stat
 from collections import Counter
@@ -111,25 +109,32 @@ from typing import Any, TypeVar, cast
 import pyfuse3
 
 from vfs import Change, FileInfo, OpenFile, PosixFileSystem, change_origin
-from vfs._capabilities import (
-    buffers_writes,
-    list_info_of,
+from vfs.lowlevel import (
+    NAME_MAX,
+    SPECIAL_OF_TYPE_BITS,
+    join_path,
     list_reusing_of,
     make_link,
     make_node,
     open_file_info,
+    parent_path,
 )
-from vfs._paths import NAME_MAX, join_path, parent_path
-from vfs._types import SPECIAL_OF_TYPE_BITS
 
 from ._attrs import BLOCK_SIZE, AttrPolicy
+from ._created import CreatedFile, Held, close_logged
 from ._errno import errno_for
-from ._handles import FIRST_HANDLE, DirHandle, FileHandle, HandleTable, Listing, Offsets
+from ._handles import FIRST_HANDLE, HandleTable
 from ._inodes import InodeTable, Node
+from ._keepers import Keepers
+from ._listings import Listings
+from ._pages import NO_KERNEL, KernelCache, PageCache
+from ._terms import Terms
+from ._vouch import Generation, Vouching
 
 log = logging.getLogger("mountd")
 
 _F = TypeVar("_F", bound=Callable[..., Awaitable[Any]])
+Done = Callable[[], Awaitable[None]]
 
 # What statfs reports: trees do not know their capacity, so report a large, mostly free disk
 # (1 TiB in 4 KiB blocks) so that tools checking free space proceed.
@@ -137,26 +142,13 @@ _STATFS_BLOCKS = 1 << 28
 _STATFS_FILES = 1 << 32
 _NOT_SUPPORTED = (errno.EOPNOTSUPP, errno.ENOSYS)
 
-LIST_BY_INODE = hasattr(pyfuse3.ReaddirToken, "ino")
-"""Whether this pyfuse3 names the directory of a readdir without a handle, which lets opendir
-answer ENOSYS so that the kernel caches listings (``scripts/install`` patches it in)."""
-OWN_PAGE_CACHE = hasattr(pyfuse3.Operations, "auto_inval_data")
-"""Whether this pyfuse3 can stop the kernel from dropping a file's pages whenever its time moves
-(``scripts/install`` patches it in)."""
-FILES_BY_INODE = hasattr(pyfuse3.Operations, "files_by_inode")
-"""Whether this pyfuse3 passes the inode of a file opened without a handle, which lets open
-answer ENOSYS so that the kernel sends no OPEN or RELEASE (``scripts/install`` patches it in)."""
-PAGE_SIZE = mmap.PAGESIZE
-# The most runs of pages _complete_pages hands the kernel at once (tar's 10 KiB writes leave
-# one page in five partly written: a 2.5 MiB file).
-STORE_RUNS = 128
-
 
 def _request(*, write: bool = False) -> Callable[[_F], _F]:
     """Wrap a handler: count it, mark the mount as the change origin, map exceptions.
 
     ``write`` says whether the operation would create or change something, which decides how a
-    "no mount here" error reads (see ``mountd._errno``).
+    "no mount here" error reads (see ``mountd._errno``); such a request first lets go of the
+    created file if the slot says it must, and moves the generation before and after it.
     """
 
     def decorate(handler: _F) -> _F:
@@ -182,15 +174,11 @@ def _request(*, write: bool = False) -> Callable[[_F], _F]:
         @functools.wraps(handler)
         async def changing(self: Operations, *args: Any) -> Any:
             self.counters[op] += 1
-            created = self._created
-            # A WRITE goes through it; so may a SETATTR of its own inode (tar sets each file's
-            # times after writing it: the file is let go of, and learned, once, after that).
-            if created is not None and not (
-                op == "write" or (op == "setattr" and args[0] == created.node.ino)
-            ):
-                await self._close_created()
+            if self.created.lets_go_before(op, args[0]):
+                await self._let_go_of_created()
             # Before and after: a listing snapshot taken while this runs is not trusted later.
-            self.generation += 1
+            generation = self.generation
+            generation.now += 1
             token = change_origin.set(self.origin)
             try:
                 return await handler(self, *args)
@@ -200,7 +188,7 @@ def _request(*, write: bool = False) -> Callable[[_F], _F]:
                 raise pyfuse3.FUSEError(errno_for(error, write=True, op=op)) from None
             finally:
                 change_origin.reset(token)
-                self.generation += 1
+                generation.now += 1
 
         return cast(_F, changing)
 
@@ -220,75 +208,42 @@ class Operations(pyfuse3.Operations):
         self,
         fs: PosixFileSystem,
         *,
+        terms: Terms,
         attrs: AttrPolicy,
         origin: object,
         counters: Counter[str] | None = None,
-        writeback: bool = False,
-        cache_listings: bool = True,
-        keep_written_pages: bool = True,
-        files_by_inode: bool = True,
-        complete_pages: bool = True,
-        reuse_known_attributes: bool = True,
+        kernel: KernelCache = NO_KERNEL,
     ) -> None:
         super().__init__()
         self.fs = fs
+        self.terms = terms
         self.attrs = attrs
         self.origin = origin
         self.counters: Counter[str] = Counter() if counters is None else counters
-        self.inodes = InodeTable()
+        # What the kernel is told to drop or take, off the request path (see mountd._pages).
+        self.kernel = kernel
+        reusing = list_reusing_of(fs) if terms.reuses_attributes else None
+        self.generation = Generation()
+        self.vouched = Vouching(self.generation, enabled=reusing is not None)
+        self.pages = PageCache(fs, terms, kernel, self.generation)
+        self.inodes = InodeTable(learned=self.pages.learned, dropped=self._dropped)
         self.handles = HandleTable()
-        # Fixed for the mount's life: the kernel remembers a FLUSH answered with ENOSYS.
-        self.forwards_flush = buffers_writes(fs)
-        self._list_info = list_info_of(fs)
-        # A listing answers a file's attributes unexamined while the mount can vouch for them
-        # (see _vouch): only with attribute caching (the kernel itself keeps attributes for the
-        # timeout, whatever happens to the host file), where the tree can list that way.
-        reusing = reuse_known_attributes and attrs.attr_timeout > 0
-        self._list_reusing = list_reusing_of(fs) if reusing else None
-        # Moves on every change reported from elsewhere (the API): nothing vouched before holds.
-        self._epoch = 0
-        # Moves whenever the tree may have changed (a changing request, an API change): a
-        # directory listing's attributes are reused across readdir requests only while it stays.
-        self.generation = 0
-        # Read by pyfuse3 when the kernel connection is set up.
-        self.enable_writeback_cache = writeback
-        self.auto_inval_data = not (keep_written_pages and OWN_PAGE_CACHE)
-        self.list_by_inode = cache_listings and LIST_BY_INODE
-        # Read by pyfuse3 too. Only for a tree that buffers nothing in its open files: with no
-        # OPEN and RELEASE there is no handle to buffer in, nor a close to write back at.
-        self.files_by_inode = (
-            files_by_inode and FILES_BY_INODE and not self.forwards_flush and not writeback
-        )
-        # Served by inode only: the tree then holds every byte written (see _complete_pages).
-        # Pages are handed over only where the kernel keeps them (not auto_inval_data).
-        self.complete_pages = complete_pages and self.files_by_inode and not self.auto_inval_data
-        # Makes the kernel drop what it caches of an inode (pages, a directory's listing), off
-        # the request path (set by mountd._serve): for a listing it should not keep (a directory
-        # without a modification time), and for an open file changed behind the mount.
-        self.drop_cache: Callable[[int], None] = lambda ino: None
-        # The same, awaited: returns once the kernel dropped them (set by mountd._serve).
-        self.drop_pages: Callable[[int], Awaitable[None]] = _nothing_to_drop
-        # Hands the kernel a file's bytes at an offset for its page cache, awaited (set by
-        # mountd._serve): the pages writes left incomplete, once the writer is done (setattr).
-        self.store_pages: Callable[[int, list[tuple[int, bytes]]], Awaitable[None]] = (
-            _nothing_to_store
-        )
-        # Served by inode, the file a CREATE opened stays open for the WRITEs that follow it,
-        # as the creator's descriptor would (no reopen by path per WRITE: on dir_fs that is an
-        # openat2, an fstat and a close). Closed by any other changing request (but a SETATTR of
-        # the file itself), by a change from elsewhere, when the kernel forgets the inode, and
-        # at unmount.
-        self._created: _Created | None = None
-        self._created_stale = False
+        self.keepers = Keepers(fs, self.inodes)
+        self.listings = Listings(fs, self.inodes, self.vouched, self.generation, reusing=reusing)
+        self.created = CreatedFile()
+        # Read by pyfuse3 when the kernel connection is set up (see mountd._terms).
+        self.enable_writeback_cache = terms.writeback_cache
+        self.auto_inval_data = terms.kernel_drops_pages
+        self.files_by_inode = terms.files_by_inode
 
     async def close_all(self) -> None:
         """After the session ends: close the files the kernel never released (a process still
         held them at unmount) and the kept files, so buffering layers write back what they hold."""
         files = [handle.file for handle in self.handles.open_files() if not handle.shared]
-        files += [node.keeper for node in self.inodes if node.keeper is not None]
-        if self._created is not None:
-            files.append(self._created.file)
-            self._created = None
+        files += self.keepers.files()
+        created = self.created.at_unmount()
+        if created is not None:
+            files.append(created)
         for file in files:
             try:
                 await file.close()
@@ -334,46 +289,40 @@ class Operations(pyfuse3.Operations):
     def tree_changed(self, change: Change) -> None:
         """The tree reported a change: listings must look again; and when it came from
         elsewhere (the API, the host), the created file is reopened by name from then on."""
-        self.generation += 1
+        self.generation.move()
         if change.origin is not self.origin:
-            self._created_stale = True
-            self._epoch += 1
+            self.created.changed_elsewhere()
+            self.vouched.forget_all()
 
-    def _vouch(self, node: Node, info: FileInfo, generation: int) -> None:
-        """``info``, just learned from the tree for ``node``, holds unless the mount changes the
-        file: nothing changed between the question and the answer (``generation`` is the mount's
-        when it asked), so a listing may answer it without examining the file (_snapshot). Every
-        changing handler forgets what it may change (_unvouch), and ``node.info`` reassigned is
-        not vouched for."""
-        if generation == self.generation and self._list_reusing is not None:
-            node.sure = info
-            node.sure_epoch = self._epoch
+    def _dropped(self, node: Node) -> None:
+        """The inode table dropped ``node``: so does what is kept per inode elsewhere."""
+        self.vouched.dropped(node)
+        self.pages.dropped(node)
+        self.keepers.dropped(node)
+        self.listings.dropped(node)
 
-    async def _close_created(self) -> None:
-        """Let go of the file a CREATE left open: closed now, or by the last WRITE still
-        using it (a handler may await, and another request run meanwhile)."""
-        created = self._created
-        self._created = None
-        if created is not None:
-            created.detached = True
-            if not created.users:
-                await self._learn_written(created)
-                await _close_logged(created)
+    async def _let_go_of_created(self) -> None:
+        """Let go of the file a CREATE left open: learned and closed now, or closed by the last
+        WRITE still using it (a handler may await, and another request run meanwhile)."""
+        held = self.created.let_go()
+        if held is not None:
+            await self._learn_written(held)
+            await close_logged(held)
 
-    async def _learn_written(self, created: _Created) -> None:
+    async def _learn_written(self, created: Held) -> None:
         """What the file the mount just wrote is now, from its descriptor: vouched for, so the
         next listing of its directory need not examine it (only where listings reuse)."""
-        if self._list_reusing is None or self._created_stale:
+        if not self.vouched.enabled or self.created.stale:
             return
-        generation = self.generation
+        generation = self.generation.now
         try:
             info = await open_file_info(created.file)
         except Exception:  # the close reports what went wrong with the file
             return
         node = created.node
         if info is not None and node.info is not None and info.kind == node.info.kind:
-            node.learn(info)
-            self._vouch(node, info, generation)
+            self.inodes.learn(node, info)
+            self.vouched.vouch(node, info, generation)
             if node.attrs is not None:
                 self._entry(node, info)  # brought up to date here, not in the listing
 
@@ -400,89 +349,26 @@ class Operations(pyfuse3.Operations):
             raise _fuse_error(errno.ENOENT)
         return self.attrs.entry(node.ino, node.info, detached=True)
 
-    async def _keep_attributes(self, parent: Node, name: str, path: str) -> None:
-        """Before ``name`` stops naming its node: refresh what the node will answer when detached,
-        if open descriptors still reach it (``fstat`` after ``unlink``)."""
-        node = parent.children.get(name)
-        if node is not None and node.opens:
-            info = await self.fs.lstat(path)
-            if info.exists:
-                node.learn(info)
-
-    async def _keeper_for(self, parent: Node, name: str, path: str) -> tuple[Node, OpenFile] | None:
-        """Before a rename replaces the file ``name`` that the kernel knows: open it, so that an
-        ``open`` already resolved to its inode still succeeds after the rename (see the module
-        docstring); also refresh the attributes the detached inode will answer with."""
-        node = parent.children.get(name)
-        if node is None or node.lookups == 0 or node.keeper is not None:
-            return None
-        info = await self.fs.lstat(path)
-        if info.kind != "file":
-            return None
-        node.learn(info)
-        if info.special is not None:
-            return None  # the kernel serves a FIFO, socket or device itself: nothing to keep
-        if node.written_here:
-            # Writable, so that a descriptor open for writing keeps working after an unlink
-            # (a temporary file's pattern); only for a file the mount made or wrote, which
-            # costs nothing to open so (a copy-on-write tree would copy any other file up).
-            with contextlib.suppress(OSError):
-                file = await self.fs.open(path, write=True)
-                node.keeper_writable = True
-                return node, file
-        return node, await self.fs.open(path)
-
-    def _keep(self, kept: tuple[Node, OpenFile] | None) -> None:
-        """The change ``_keeper_for`` prepared succeeded: the node keeps its file."""
-        if kept is not None:
-            kept[0].keeper = kept[1]
-            self.inodes.pin(kept[0])
-
-    async def _file_by_inode(self, ino: int, *, write: bool) -> tuple[Node, OpenFile, bool]:
+    async def _file_by_inode(self, ino: int, *, write: bool) -> tuple[Node, OpenFile, Done]:
         """For a request on a file opened without a handle (``files_by_inode``): its node, an
-        open file of it, and whether the caller closes that file after the request. A file that
-        still has its name is opened by it for the request; an unlinked or replaced one is
-        reached through its keeper."""
+        open file of it, and what to await when the request is done with that file. A WRITE of
+        the file a CREATE left open goes through it; a file that still has its name is opened
+        by it for the request; an unlinked or replaced one is reached through its keeper."""
+        if write:
+            held = self.created.borrow(ino)
+            if held is not None:
+                return held.node, held.file, held.give_back
         node = self._node(ino)
-        if self._created is not None and self._created_stale:
-            await self._close_created()
+        if self.created.holds_stale():
+            await self._let_go_of_created()
         path = self.inodes.path(node)
         if path is not None:
-            return node, await self.fs.open(path, write=write), True
-        if node.keeper is not None and (node.keeper_writable or not write):
-            return node, node.keeper, False
-        # Unlinked or replaced (or changed behind the mount) with no writable keeper: see
-        # _keeper_for.
-        raise _fuse_error(errno.ESTALE)
-
-    async def _drop_stale_pages(self, node: Node) -> None:
-        """Make the kernel drop the pages of a file changed elsewhere (``Node.learn``) where no
-        open will: files served by inode (the kernel keeps their pages at every open), before
-        the answer, as the kernel may read them right after it; files open through a handle,
-        off the request path. Others have them dropped at their next open.
-
-        Not when the kernel drops pages by itself on seeing the new size or time
-        (``auto_inval_data``): there a notification sent while a GETATTR is answered would make
-        the kernel discard that answer's attributes as older than the notification, and the
-        read that asked (one past the old end of a file a host program extended) would use the
-        old size and come back short."""
-        if self.auto_inval_data:
-            node.stale_pages = False
-        elif self.files_by_inode:
-            node.stale_pages = False
-            await self.drop_pages(node.ino)
-        elif node.opens:
-            node.stale_pages = False
-            self.drop_cache(node.ino)
-
-    async def _close_keeper_if_unused(self, node: Node) -> None:
-        """Close a node's keeper once neither the kernel nor a handle can reach it any more."""
-        keeper = node.keeper
-        if keeper is not None and node.lookups == 0 and node.opens == 1:
-            node.keeper = None
-            node.keeper_writable = False
-            self.inodes.unpin(node)
-            await keeper.close()
+            file = await self.fs.open(path, write=write)
+            return node, file, file.close
+        kept = self.keepers.file_for(node, write=write)
+        if kept is None:  # unlinked or replaced (or changed elsewhere), with no keeper to use
+            raise _fuse_error(errno.ESTALE)
+        return node, kept, _nothing
 
     async def _lstat_existing(self, path: str) -> FileInfo:
         info = await self.fs.lstat(path)
@@ -501,21 +387,21 @@ class Operations(pyfuse3.Operations):
             node = parent if name == b"." or parent.parent is None else parent.parent
             info = await self._lstat_existing(self._path(node))
             self.inodes.ref(node)
-            node.learn(info)
+            self.inodes.learn(node, info)
             return self._entry(node, info)
         parent, text, path = self._child_path(parent_inode, name)
         if parent.told is not None:
             parent.told.discard(text)  # the kernel asks again (see mountd._invalidate)
-        generation = self.generation
+        generation = self.generation.now
         info = await self.fs.lstat(path)
         if not info.exists:
             if self.attrs.negative_timeout > 0:
                 return self.attrs.negative()
             raise _fuse_error(errno.ENOENT)
         node = self.inodes.remember(parent, text, info)
-        self._vouch(node, info, generation)
-        if node.stale_pages:
-            await self._drop_stale_pages(node)
+        self.vouched.vouch(node, info, generation)
+        if self.pages.is_stale(node):
+            await self.pages.drop_stale(node)
         return self._entry(node, info)
 
     async def forget(self, inode_list: Sequence[tuple[int, int]]) -> None:
@@ -524,12 +410,11 @@ class Operations(pyfuse3.Operations):
         for ino, count in inode_list:
             self.inodes.forget(ino, count)
             node = self.inodes.find(ino)
-            created = self._created
-            if created is not None and created.node.ino == ino and created.node.lookups == 0:
-                await self._close_created()
-            if node is not None and node.keeper is not None:
+            if self.created.forgotten(ino):
+                await self._let_go_of_created()
+            if node is not None and self.keepers.holds(node):
                 try:
-                    await self._close_keeper_if_unused(node)
+                    await self.keepers.release_if_unused(node)
                 except Exception:  # logged; forget has no one to report to
                     log.exception("closing the kept file of inode %d failed", ino)
 
@@ -539,7 +424,7 @@ class Operations(pyfuse3.Operations):
         path = self.inodes.path(node)
         if path is None:
             return self._detached_entry(node)
-        generation = self.generation
+        generation = self.generation.now
         info = await self.fs.lstat(path)
         if not info.exists or (node.info is not None and node.info.kind != info.kind):
             # Gone (or replaced by another kind) behind the mount's back: this inode is stale.
@@ -547,13 +432,13 @@ class Operations(pyfuse3.Operations):
             if node.opens:
                 return self._detached_entry(node)
             raise _fuse_error(errno.ENOENT if not info.exists else errno.ESTALE)
-        node.learn(info)
-        self._vouch(node, info, generation)
+        self.inodes.learn(node, info)
+        self.vouched.vouch(node, info, generation)
         linked_id = info.linked_id
         if linked_id is not None and node.linked_as != linked_id:
             self.inodes.note_links(node, linked_id)  # it got a second name elsewhere
-        if node.stale_pages:
-            await self._drop_stale_pages(node)
+        if self.pages.is_stale(node):
+            await self.pages.drop_stale(node)
         return self._entry(node, info)
 
     @_request(write=True)
@@ -567,30 +452,9 @@ class Operations(pyfuse3.Operations):
     ) -> pyfuse3.EntryAttributes:
         node = self._node(inode)
         path = self.inodes.path(node)
-        handle = self._maybe_handle(fh)
-        changes: dict[str, int] = {}
-        if fields.update_mode:
-            changes["mode"] = attr.st_mode & 0o7777
-        if fields.update_uid:
-            changes["uid"] = self.attrs.stored_uid(attr.st_uid)
-        if fields.update_gid:
-            changes["gid"] = self.attrs.stored_gid(attr.st_gid)
-        if fields.update_atime:
-            changes["atime_ns"] = attr.st_atime_ns
-        if fields.update_mtime:
-            changes["mtime_ns"] = attr.st_mtime_ns
-        if fields.update_size:
-            if handle is not None:
-                # Through the open file, so a layer buffering this handle sees it.
-                await handle.file.truncate(attr.st_size)
-                handle.dirty = True
-            elif path is not None:
-                changes["size"] = attr.st_size
-            elif node.keeper is not None and node.keeper_writable:
-                # ftruncate of an unlinked file served by inode: through what keeps it.
-                await node.keeper.truncate(attr.st_size)
-            else:
-                raise _fuse_error(errno.ENOENT)
+        changes = _changes(attr, fields, self.attrs)
+        if fields.update_size and not await self._truncate_open(node, path, fh, attr.st_size):
+            changes["size"] = attr.st_size
         if path is None:
             # Detached (e.g. fchmod of an unlinked file): keep the change on the inode itself.
             if node.info is None:
@@ -602,79 +466,28 @@ class Operations(pyfuse3.Operations):
         else:
             info = await self._lstat_existing(path)
         # The kernel truncated its pages itself; new times leave them valid.
-        node.changed_here = True
-        node.learn(info)
-        if fields.update_mtime and not fields.update_size and self.files_by_inode:
-            if self.complete_pages and (node.written or node.partial_pages):
-                await self._complete_pages(node, path, info.size)
-            elif node.written:
-                # A patchwork with no open to drop it at: dropped instead, so that a reader
-                # gets it in whole READs rather than one per gap (off the request path).
-                node.written = False
-                self.drop_cache(node.ino)
+        self.pages.changing(node)
+        self.inodes.learn(node, info)
+        if fields.update_mtime and not fields.update_size:  # the writer is done with the file
+            await self.pages.times_set(node, path, info.size)
         return self._entry(node, info)
 
-    async def _complete_pages(self, node: Node, path: str, size: int) -> None:
-        """Give the kernel the pages that writes through the mount left incomplete, when the
-        writer sets the file's times, as tar, ``cp -a`` and rsync do once a file is written:
-        a reader then costs no request at all (rg after untar), where it would cost one READ
-        per file (its last page) or per gap. Safe from racing a write: the caller of a
-        setattr holds the inode's lock, which a write(2) takes too, until this answers, and
-        the store waits in a thread of its own for any page a reader holds locked (its READ
-        is answered meanwhile). Files served by inode only: the tree holds every byte written
-        (no buffering handles), and with handles an open drops a patchwork instead (_opened).
-        """
-        pages = node.partial_pages
-        node.partial_pages = None
-        node.written = False
-        runs = _runs(sorted(page for page in pages or () if page * PAGE_SIZE < size))
-        if not runs:
-            return
-        if len(runs) > STORE_RUNS:  # a big file written in small pieces: not worth a store
-            self.drop_cache(node.ino)  # whole READs rather than one per gap
-            return
-        try:
-            stores = await self._read_runs(path, runs, size)
-        except Exception as error:  # the setattr itself succeeded: say so
-            log.debug("not handing over pages of %s: %r", path, error)
-            stores = None
-        if stores is None:  # the file would not read (a write-only host file), or changed
-            self.drop_cache(node.ino)
-            return
-        generation = self.generation
-        await self.store_pages(node.ino, stores)
-        if self.generation != generation:
-            # The store had to wait for a page a reader held, and the event loop let other
-            # changes run meanwhile (an API write of this file among them, maybe, whose
-            # invalidation the store may have overtaken): drop what was stored.
-            self.drop_cache(node.ino)
-
-    async def _read_runs(
-        self, path: str, runs: list[tuple[int, int]], size: int
-    ) -> list[tuple[int, bytes]] | None:
-        """The bytes of each run of pages (the last one up to ``size``); ``None`` if the file
-        came back shorter (the tree changed meanwhile)."""
-        stores = []
-        file = await self.fs.open(path)
-        try:
-            for first, last in runs:
-                start = first * PAGE_SIZE
-                length = min((last + 1) * PAGE_SIZE, size) - start
-                data = await file.read(start, length)
-                if len(data) != length:
-                    return None
-                stores.append((start, data))
-        finally:
-            await file.close()
-        return stores
-
-    def _maybe_handle(self, fh: int | None) -> FileHandle | None:
-        if fh is None:
-            return None
-        try:
-            return self.handles.file(fh)
-        except KeyError:
-            return None
+    async def _truncate_open(self, node: Node, path: str | None, fh: int | None, size: int) -> bool:
+        """Truncate ``node``'s file through an open file where the request names one, or where
+        the file has no name left; ``False`` when the tree is to truncate it by its path."""
+        handle = None if fh is None else self.handles.find_file(fh)
+        if handle is not None:
+            # Through the open file, so a layer buffering this handle sees it.
+            await handle.file.truncate(size)
+            handle.dirty = True
+            return True
+        if path is not None:
+            return False
+        kept = self.keepers.file_for(node, write=True)
+        if kept is None:
+            raise _fuse_error(errno.ENOENT)
+        await kept.truncate(size)  # ftruncate of an unlinked file served by inode
+        return True
 
     @_request()
     async def readlink(self, inode: int, ctx: pyfuse3.RequestContext) -> bytes:
@@ -687,35 +500,20 @@ class Operations(pyfuse3.Operations):
     ) -> pyfuse3.EntryAttributes:
         parent, text, path = self._child_path(parent_inode, name)
         special = SPECIAL_OF_TYPE_BITS.get(stat.S_IFMT(mode))
-        if special is not None:
-            # Only trees that hold them (vfs.MakesNodes); EPERM elsewhere, as mknod(2) says.
-            gid, _ = await self._new_group(parent, path, ctx)
-            await make_node(
-                self.fs,
-                path,
-                special,
-                mode=mode & ~ctx.umask & 0o7777,
-                rdev=rdev,
-                uid=self.attrs.stored_uid(ctx.uid),
-                gid=gid,
-            )
-            info = await self._lstat_existing(path)
-            return self._entry(self.inodes.remember(parent, text, info), info)
-        if not stat.S_ISREG(mode):
+        if special is None and not stat.S_ISREG(mode):
             raise _fuse_error(errno.EINVAL)
         gid, _ = await self._new_group(parent, path, ctx)
-        file = await self.fs.open(
-            path,
-            write=True,
-            create=True,
-            exclusive=True,
-            mode=mode & ~ctx.umask & 0o7777,
-            uid=self.attrs.stored_uid(ctx.uid),
-            gid=gid,
-        )
-        await file.close()
-        info = await self._lstat_existing(path)
-        return self._entry(self.inodes.remember(parent, text, info), info)
+        uid = self.attrs.stored_uid(ctx.uid)
+        mode = mode & ~ctx.umask & 0o7777
+        if special is not None:
+            # Only trees that hold them (vfs.MakesNodes); EPERM elsewhere, as mknod(2) says.
+            await make_node(self.fs, path, special, mode=mode, rdev=rdev, uid=uid, gid=gid)
+        else:
+            file = await self.fs.open(
+                path, write=True, create=True, exclusive=True, mode=mode, uid=uid, gid=gid
+            )
+            await file.close()
+        return await self._made(parent, text, path)
 
     @_request(write=True)
     async def mkdir(
@@ -724,38 +522,32 @@ class Operations(pyfuse3.Operations):
         parent, text, path = self._child_path(parent_inode, name)
         gid, setgid = await self._new_group(parent, path, ctx)
         mode = mode & ~ctx.umask & 0o7777
-        await self.fs.mkdir(
-            path,
-            mode | stat.S_ISGID if setgid else mode,
-            uid=self.attrs.stored_uid(ctx.uid),
-            gid=gid,
-        )
+        uid = self.attrs.stored_uid(ctx.uid)
+        await self.fs.mkdir(path, mode | stat.S_ISGID if setgid else mode, uid=uid, gid=gid)
+        return await self._made(parent, text, path)
+
+    async def _made(self, parent: Node, name: str, path: str) -> pyfuse3.EntryAttributes:
+        """The answer for the entry just made at ``path`` (``name`` in ``parent``)."""
         info = await self._lstat_existing(path)
-        return self._entry(self.inodes.remember(parent, text, info), info)
+        return self._entry(self.inodes.remember(parent, name, info), info)
 
     @_request(write=True)
     async def unlink(self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> None:
         parent, text, path = self._child_path(parent_inode, name)
-        _unvouch(parent, text)  # a file with other names keeps them, with a new link count
+        # A file with other names keeps them, with a new link count.
+        self.vouched.unvouch_name(parent, text)
         # Served by inode, a file stays readable after its unlink only through a keeper (the
         # mount is not told whether it is open).
-        kept = await self._keeper_for(parent, text, path) if self.files_by_inode else None
-        if kept is None:
-            await self._keep_attributes(parent, text, path)
-        try:
+        keeper = self.terms.files_by_inode
+        async with self.keepers.keeping(parent, text, path, keeper=keeper, attributes=True):
             await self.fs.unlink(path)
-        except BaseException:
-            if kept is not None:
-                await kept[1].close()
-            raise
-        self._keep(kept)
         self.inodes.detach_name(parent, text)
 
     @_request(write=True)
     async def rmdir(self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> None:
         parent, text, path = self._child_path(parent_inode, name)
-        await self._keep_attributes(parent, text, path)
-        await self.fs.rmdir(path)
+        async with self.keepers.keeping(parent, text, path, keeper=False, attributes=True):
+            await self.fs.rmdir(path)
         self.inodes.detach_name(parent, text)
 
     @_request(write=True)
@@ -764,11 +556,9 @@ class Operations(pyfuse3.Operations):
     ) -> pyfuse3.EntryAttributes:
         parent, text, path = self._child_path(parent_inode, name)
         gid, _ = await self._new_group(parent, path, ctx)
-        await self.fs.symlink(
-            path, os.fsdecode(target), uid=self.attrs.stored_uid(ctx.uid), gid=gid
-        )
-        info = await self._lstat_existing(path)
-        return self._entry(self.inodes.remember(parent, text, info), info)
+        uid = self.attrs.stored_uid(ctx.uid)
+        await self.fs.symlink(path, os.fsdecode(target), uid=uid, gid=gid)
+        return await self._made(parent, text, path)
 
     @_request(write=True)
     async def rename(
@@ -780,27 +570,22 @@ class Operations(pyfuse3.Operations):
         flags: int,
         ctx: pyfuse3.RequestContext,
     ) -> None:
-        noreplace = bool(flags & pyfuse3.RENAME_NOREPLACE)
-        exchange = bool(flags & pyfuse3.RENAME_EXCHANGE)
-        known = pyfuse3.RENAME_NOREPLACE | pyfuse3.RENAME_EXCHANGE
-        if flags & ~known or (noreplace and exchange):
-            raise _fuse_error(errno.EINVAL)
+        noreplace, exchange = _rename_flags(flags)
         old_parent, old_text, src = self._child_path(parent_inode_old, name_old)
         new_parent, new_text, dst = self._child_path(parent_inode_new, name_new)
-        _unvouch(old_parent, old_text)  # a moved file's change time moves
-        _unvouch(new_parent, new_text)  # a replaced file with other names loses a link
-        kept = None
-        if not (exchange or noreplace) and src != dst:
-            kept = await self._keeper_for(new_parent, new_text, dst)
+        # A moved file's change time moves; a replaced file with other names loses a link.
+        self.vouched.unvouch_name(old_parent, old_text)
+        self.vouched.unvouch_name(new_parent, new_text)
+        replaces = not (exchange or noreplace) and src != dst
         try:
-            await self.fs.rename(src, dst, noreplace=noreplace, exchange=exchange)
-        except BaseException as error:
-            if kept is not None:
-                await kept[1].close()
-            if exchange and isinstance(error, OSError) and error.errno in _NOT_SUPPORTED:
+            async with self.keepers.keeping(
+                new_parent, new_text, dst, keeper=replaces, attributes=False
+            ):
+                await self.fs.rename(src, dst, noreplace=noreplace, exchange=exchange)
+        except OSError as error:
+            if exchange and error.errno in _NOT_SUPPORTED:
                 raise _fuse_error(errno.EINVAL) from None
             raise
-        self._keep(kept)
         if exchange:
             self.inodes.exchange(old_parent, old_text, new_parent, new_text)
         else:
@@ -822,7 +607,7 @@ class Operations(pyfuse3.Operations):
             raise _fuse_error(errno.ESTALE)  # the source was replaced meanwhile
         self.inodes.add_name(node, parent, text)
         self.inodes.ref(node)
-        node.learn(info)
+        self.inodes.learn(node, info)
         if info.linked_id is not None:
             self.inodes.note_links(node, info.linked_id)
         return self._entry(node, info)
@@ -831,7 +616,7 @@ class Operations(pyfuse3.Operations):
 
     @_request()
     async def open(self, inode: int, flags: int, ctx: pyfuse3.RequestContext) -> pyfuse3.FileInfo:
-        if self.files_by_inode:
+        if self.terms.files_by_inode:
             # The kernel sends no OPEN or RELEASE for the rest of the mount, and requests on
             # opened files come by inode (see the module docstring).
             raise _fuse_error(errno.ENOSYS)
@@ -842,13 +627,14 @@ class Operations(pyfuse3.Operations):
         if path is None:
             # The kernel resolved the name to this inode just before a rename replaced it. The
             # keeper is a read-only handle; a writer is sent back to the new file instead.
-            if node.keeper is not None and not write and not truncate:
-                return self._add_handle(node, node.keeper, flags, shared=True)
+            kept = self.keepers.file_for(node, write=False)
+            if kept is not None and not write and not truncate:
+                return self._add_handle(node, kept, flags, shared=True)
             # ESTALE makes the kernel redo the path walk once (LOOKUP_REVAL) and open what
             # the name means now.
             raise _fuse_error(errno.ESTALE)
         if truncate:
-            node.sure = None
+            self.vouched.unvouch(node)
         file = await self.fs.open(path, write=write, truncate=truncate)
         return self._add_handle(node, file, flags)
 
@@ -858,13 +644,30 @@ class Operations(pyfuse3.Operations):
         handle = self.handles.add_file(node, file, flags)
         handle.shared = shared
         self.inodes.pin(node)
-        return _opened(node, handle.fh)
+        return self.pages.opened(node, handle.fh)
 
     @_request(write=True)
     async def create(
         self, parent_inode: int, name: bytes, mode: int, flags: int, ctx: pyfuse3.RequestContext
     ) -> tuple[pyfuse3.FileInfo, pyfuse3.EntryAttributes]:
         parent, text, path = self._child_path(parent_inode, name)
+        file, info = await self._create_file(parent, path, mode, flags, ctx)
+        node = self.inodes.remember(parent, text, info)
+        self.keepers.wrote(node)
+        if not self.terms.files_by_inode:
+            return self._add_handle(node, file, flags), self._entry(node, info)
+        # No handle: once the kernel knows open answers ENOSYS it sends no RELEASE for a created
+        # file either, and its requests come by inode. The file stays open for the WRITEs.
+        previous = self.created.hold(node, file)
+        if previous is not None:
+            await close_logged(previous)
+        return self.pages.opened(node, 0), self._entry(node, info)
+
+    async def _create_file(
+        self, parent: Node, path: str, mode: int, flags: int, ctx: pyfuse3.RequestContext
+    ) -> tuple[OpenFile, FileInfo]:
+        """Create and open the file at ``path`` in ``parent``; what it is, by its descriptor
+        where the tree can say (no path to resolve)."""
         gid, _ = await self._new_group(parent, path, ctx)
         file = await self.fs.open(
             path,
@@ -877,32 +680,20 @@ class Operations(pyfuse3.Operations):
             gid=gid,
         )
         try:
-            # The file just opened, by its descriptor where the tree can (no path to resolve).
-            info = await open_file_info(file) or await self._lstat_existing(path)
+            return file, await open_file_info(file) or await self._lstat_existing(path)
         except BaseException:
             await file.close()
             raise
-        node = self.inodes.remember(parent, text, info)
-        node.written_here = True
-        if self.files_by_inode:
-            # No handle: once the kernel knows open answers ENOSYS it sends no RELEASE for a
-            # created file either, and its requests come by inode too. The file stays open for
-            # the WRITEs that usually follow (see __init__).
-            self._created = _Created(node, file)
-            self._created_stale = False
-            return _opened(node, 0), self._entry(node, info)
-        return self._add_handle(node, file, flags), self._entry(node, info)
 
     @_request()
     async def read(self, fh: int, off: int, size: int) -> bytes:
         if fh >= FIRST_HANDLE:
             return await self.handles.file(fh).file.read(off, size)
-        _, file, owned = await self._file_by_inode(fh, write=False)
+        _, file, done = await self._file_by_inode(fh, write=False)
         try:
             return await file.read(off, size)
         finally:
-            if owned:
-                await file.close()
+            await done()
 
     @_request(write=True)
     async def write(self, fh: int, off: int, buf: bytes) -> int:
@@ -910,25 +701,16 @@ class Operations(pyfuse3.Operations):
             handle = self.handles.file(fh)
             handle.dirty = True
             return await self._write(handle.node, handle.file, off, buf)
-        created = self._created
-        if created is not None and created.node.ino == fh and not self._created_stale:
-            created.users += 1
-            try:
-                return await self._write(created.node, created.file, off, buf)
-            finally:
-                created.users -= 1
-                if created.detached and not created.users:
-                    await _close_logged(created)
-        node, file, owned = await self._file_by_inode(fh, write=True)
+        node, file, done = await self._file_by_inode(fh, write=True)
         try:
             return await self._write(node, file, off, buf)
         finally:
-            if owned:
-                await file.close()
+            await done()
 
     async def _write(self, node: Node, file: OpenFile, off: int, buf: bytes) -> int:
-        node.changed_here = node.written_here = True
-        node.sure = None
+        self.keepers.wrote(node)
+        self.vouched.unvouch(node)
+        self.pages.writing(node)
         done = 0
         view = memoryview(buf)
         while done < len(buf):
@@ -936,28 +718,22 @@ class Operations(pyfuse3.Operations):
             if written <= 0:
                 raise _fuse_error(errno.EIO)
             done += written
-        node.changed_here = True  # again: the tree may have been looked at meanwhile
         end = off + done
         if node.info is not None and end > node.info.size:
             # What a detached inode answers; cheap to keep for all (only when the file grows).
             node.info = _resized(node.info, end)
-        # The kernel marks only the pages a write covers whole as valid: one that starts inside
-        # a page, or ends inside one before the end of the file, leaves a gap in its cache.
-        if off % PAGE_SIZE or (end % PAGE_SIZE and (node.info is None or end < node.info.size)):
-            node.written = True
-        if self.complete_pages:
-            _track_partial_pages(node, off, end)
+        self.pages.wrote(node, off, end)
         return done
 
     @_request(write=True)
     async def flush(self, fh: int) -> None:
-        if not self.forwards_flush:
+        if not self.terms.forwards_flush:
             # Nothing is buffered in any handle of this tree: ENOSYS makes the kernel stop
             # sending FLUSH on every close(2) for the rest of the mount.
             raise _fuse_error(errno.ENOSYS)
         handle = self.handles.file(fh)
         if handle.dirty or handle.writable:
-            handle.node.sure = None  # a buffering handle writes back
+            self.vouched.unvouch(handle.node)  # a buffering handle writes back
             await handle.file.flush()
             handle.dirty = False
 
@@ -966,34 +742,33 @@ class Operations(pyfuse3.Operations):
         if fh < FIRST_HANDLE:
             return  # a file created before open first answered ENOSYS: it has no handle
         handle = self.handles.pop_file(fh)
-        if self.forwards_flush:
-            self.generation += 1  # closing a buffering handle writes it back
-            handle.node.sure = None
+        if self.terms.forwards_flush:
+            self.generation.move()  # closing a buffering handle writes it back
+            self.vouched.unvouch(handle.node)
         try:
             if not handle.shared:
                 await handle.file.close()
         finally:
             self.inodes.unpin(handle.node)
-        await self._close_keeper_if_unused(handle.node)
+        await self.keepers.release_if_unused(handle.node)
 
     @_request(write=True)
     async def fsync(self, fh: int, datasync: bool) -> None:
         if fh >= FIRST_HANDLE:
             await self.handles.file(fh).file.fsync(datasync)
             return
-        _, file, owned = await self._file_by_inode(fh, write=False)
+        _, file, done = await self._file_by_inode(fh, write=False)
         try:
             await file.fsync(datasync)
         finally:
-            if owned:
-                await file.close()
+            await done()
 
     # --- directories -----------------------------------------------------------------------
 
     @_request()
     async def opendir(self, inode: int, ctx: pyfuse3.RequestContext) -> int:
         node = self._node(inode)
-        if self.list_by_inode:
+        if self.terms.listings_by_inode:
             info = node.info
             path = self.inodes.path(node)
             if info is None and path is not None:
@@ -1009,90 +784,67 @@ class Operations(pyfuse3.Operations):
         self.inodes.pin(node)
         return handle.fh
 
-    async def _snapshot(self, node: Node) -> list[tuple[str, FileInfo | None]]:
-        entries: list[tuple[str, FileInfo | None]] = [(".", None), ("..", None)]
-        path = self.inodes.path(node)
-        if path is None:  # a removed directory lists as empty
-            return entries
-        if self._list_reusing is not None:
-            # What the mount vouches for is not examined again: after writes through the mount
-            # (the created file's fstat vouches for it), a listing's files need no fstatat.
-            epoch = self._epoch
-            known = {
-                name: info
-                for name, child in node.children.items()
-                if (info := child.sure) is not None
-                and info is child.info
-                and child.sure_epoch == epoch
-            }
-            entries.extend(await self._list_reusing(path, known))
-        else:
-            listed = await self._list_info(path)
-            entries.extend((entry.path.rpartition("/")[2], info) for entry, info in listed)
-        return entries
-
-    async def _listing(self, node: Node, handle: DirHandle | None, start: int) -> Listing:
-        """The snapshot to answer from: the one in progress, or a fresh one from offset 0."""
-        listing = node.listing if handle is None else handle.listing
-        if start != 0 and listing is not None:
-            return listing
-        node.told = None  # the kernel lists it again (see mountd._invalidate)
-        generation = self.generation
-        entries = await self._snapshot(node)
-        if handle is not None:
-            listing = Listing([(i + 1, *entry) for i, entry in enumerate(entries)], generation)
-            handle.listing = listing
-        else:
-            if node.offsets is None:
-                node.offsets = Offsets()
-            listing = node.offsets.number(entries, generation)
-            node.listing = listing
-        return listing
-
     @_request()
     async def readdir(self, fh: int, start_id: int, token: pyfuse3.ReaddirToken) -> None:
-        handle: DirHandle | None = None
-        if fh:
-            handle = self.handles.dir(fh)
-            node = handle.node
-        else:  # listed without a handle (opendir answered ENOSYS): named by its inode
-            node = self._node(token.ino)
-        listing = await self._listing(node, handle, start_id)
+        # Without a handle (opendir answered ENOSYS) the directory is named by its inode.
+        handle = self.handles.dir(fh) if fh else None
+        node = self._node(token.ino) if handle is None else handle.node
+        listing = await self.listings.listing(node, handle, start_id)
         first = listing.after(start_id)
         if first == len(listing.entries) and handle is None:
-            node.listing = None  # the end: the kernel has it all
+            self.listings.read_whole(node)
             if node.info is not None and not node.info.mtime_ns:
-                self.drop_cache(node.ino)
+                self.kernel.drop(node.ino)  # a listing the kernel should not keep
         # The snapshot's attributes are as fresh as an lstat now unless something changed since
         # (readdirplus replies fill the kernel's attribute cache, so they must not be stale).
-        fresh = listing.generation == self.generation
-        path = self.inodes.path(node)
-        for offset, name, info in listing.entries[first:]:
-            if info is None:  # "." or ".."
-                dot = node if name == "." or node.parent is None else node.parent
-                if not pyfuse3.readdir_reply(token, name.encode(), self.attrs.dot(dot.ino), offset):
-                    return
-                continue  # "." and ".." are never counted as lookups
-            if not fresh:
-                path = self.inodes.path(node)  # again: the lstat below may let others run
-                if path is None:
-                    return  # removed since the snapshot
-                info = await self.fs.lstat(join_path(path, name))
-                if not info.exists:
+        vouch_at = listing.generation if listing.generation == self.generation.now else None
+        entries = listing.entries[first:]
+        if vouch_at is not None and self.inodes.path(node) is None:
+            entries = [entry for entry in entries if entry[2] is None]  # removed: its dots
+        for offset, name, info in entries:
+            if info is not None and vouch_at is None:
+                info = await self._lstat_listed(node, name)
+                if info is None:
                     continue  # removed since the snapshot
-            elif path is None:
-                return  # removed since the snapshot
-            child = self.inodes.child(node, name, info)
-            if fresh:
-                self._vouch(child, info, listing.generation)
-            if not pyfuse3.readdir_reply(
-                token, name.encode("utf-8", "surrogateescape"), self._entry(child, info), offset
-            ):
-                self.inodes.discard_if_unused(child)
-                return
-            self.inodes.ref(child)
-            if child.stale_pages:
-                await self._drop_stale_pages(child)
+            child = self._reply_listed(token, node, name, info, offset, vouch_at)
+            if child is None:
+                return  # the kernel's buffer is full
+            if self.pages.is_stale(child):
+                await self.pages.drop_stale(child)
+
+    async def _lstat_listed(self, node: Node, name: str) -> FileInfo | None:
+        """What ``name`` in the directory ``node`` is now; ``None`` if either is gone."""
+        path = self.inodes.path(node)  # again: the lstat of the last entry may have let others run
+        if path is None:
+            return None
+        info = await self.fs.lstat(join_path(path, name))
+        return info if info.exists else None
+
+    def _reply_listed(
+        self,
+        token: pyfuse3.ReaddirToken,
+        node: Node,
+        name: str,
+        info: FileInfo | None,
+        offset: int,
+        vouch_at: int | None,
+    ) -> Node | None:
+        """Hand the kernel the entry ``name`` of ``node`` (``info`` ``None`` for the dots, which
+        are never counted as lookups); ``None`` if it had no room left for it."""
+        if info is None:
+            dot = node if name == "." or node.parent is None else node.parent
+            taken = pyfuse3.readdir_reply(token, name.encode(), self.attrs.dot(dot.ino), offset)
+            return dot if taken else None
+        child = self.inodes.child(node, name, info)
+        if vouch_at is not None:
+            self.vouched.vouch(child, info, vouch_at)
+        if not pyfuse3.readdir_reply(
+            token, name.encode("utf-8", "surrogateescape"), self._entry(child, info), offset
+        ):
+            self.inodes.discard_if_unused(child)
+            return None
+        self.inodes.ref(child)
+        return child
 
     @_request()
     async def releasedir(self, fh: int) -> None:
@@ -1112,9 +864,13 @@ class Operations(pyfuse3.Operations):
         data = pyfuse3.StatvfsData()
         data.f_bsize = BLOCK_SIZE
         data.f_frsize = BLOCK_SIZE
-        data.f_blocks = _STATFS_BLOCKS
-        data.f_bfree = _STATFS_BLOCKS
-        data.f_bavail = _STATFS_BLOCKS
+        data.f_blocks = data.f_bfree = data.f_bavail = _STATFS_BLOCKS
+        space = getattr(self.fs, "space", None)  # a tree with a limit on what it stores
+        if space is not None:
+            limit, used = space()
+            if limit is not None:
+                data.f_blocks = limit // BLOCK_SIZE
+                data.f_bfree = data.f_bavail = max(0, limit - used) // BLOCK_SIZE
         data.f_files = _STATFS_FILES
         data.f_ffree = _STATFS_FILES - len(self.inodes)
         data.f_favail = data.f_ffree
@@ -1146,78 +902,36 @@ class Operations(pyfuse3.Operations):
         raise _fuse_error(errno.ENOSYS)
 
 
-class _Created:
-    """The file a CREATE left open for the WRITEs that follow (see ``Operations.__init__``)."""
-
-    __slots__ = ("detached", "file", "node", "users")
-
-    def __init__(self, node: Node, file: OpenFile) -> None:
-        self.node = node
-        self.file = file
-        self.users = 0  # WRITEs using it right now
-        self.detached = False  # let go of: the last user closes it
-
-
-async def _close_logged(created: _Created) -> None:
-    """Close it; a failure is logged, never put on whichever request came next (the trees
-    served by inode buffer nothing that could be lost)."""
-    try:
-        await created.file.close()
-    except Exception:
-        log.exception("closing the created file of inode %d failed", created.node.ino)
-
-
-def _opened(node: Node, fh: int) -> pyfuse3.FileInfo:
-    """The answer to an open or create of ``node``. Its pages are dropped when the tree changed
-    the file elsewhere, and after writes through the mount that left a patchwork of pages (a
-    reader would need a request per gap; the file then comes back in whole read requests)."""
-    keep = not (node.written or node.stale_pages)
-    node.written = node.stale_pages = False
-    return pyfuse3.FileInfo(fh=fh, keep_cache=keep, direct_io=False)
-
-
-async def _nothing_to_drop(ino: int) -> None:
+async def _nothing() -> None:
     pass
 
 
-async def _nothing_to_store(ino: int, stores: list[tuple[int, bytes]]) -> None:
-    pass
+def _changes(
+    attr: pyfuse3.EntryAttributes, fields: pyfuse3.SetattrFields, attrs: AttrPolicy
+) -> dict[str, int]:
+    """What a setattr asks the tree to change, but the size (see ``Operations.setattr``)."""
+    changes: dict[str, int] = {}
+    if fields.update_mode:
+        changes["mode"] = attr.st_mode & 0o7777
+    if fields.update_uid:
+        changes["uid"] = attrs.stored_uid(attr.st_uid)
+    if fields.update_gid:
+        changes["gid"] = attrs.stored_gid(attr.st_gid)
+    if fields.update_atime:
+        changes["atime_ns"] = attr.st_atime_ns
+    if fields.update_mtime:
+        changes["mtime_ns"] = attr.st_mtime_ns
+    return changes
 
 
-def _track_partial_pages(node: Node, off: int, end: int) -> None:
-    """Record which pages the write ``[off, end)`` left only partly written in the kernel's
-    cache (its first and last page, when it starts or ends inside them), and forget those it
-    covered whole (the kernel marks them valid): what _complete_pages hands over."""
-    pages = node.partial_pages
-    if pages:
-        covered = range(-(-off // PAGE_SIZE), end // PAGE_SIZE)
-        for page in [page for page in pages if page in covered]:
-            pages.discard(page)
-    if off % PAGE_SIZE or end % PAGE_SIZE:
-        if pages is None:
-            pages = node.partial_pages = set()
-        if off % PAGE_SIZE:
-            pages.add(off // PAGE_SIZE)
-        if end % PAGE_SIZE:
-            pages.add(end // PAGE_SIZE)
-
-
-def _runs(pages: list[int]) -> list[tuple[int, int]]:
-    """Sorted page numbers as runs of consecutive pages, ``(first, last)``."""
-    runs: list[tuple[int, int]] = []
-    for page in pages:
-        if runs and runs[-1][1] == page - 1:
-            runs[-1] = (runs[-1][0], page)
-        else:
-            runs.append((page, page))
-    return runs
-
-
-def _unvouch(parent: Node, name: str) -> None:
-    """The mount is about to change the file ``name`` in ``parent`` (see Operations._vouch)."""
-    node = parent.children.get(name)
-    if node is not None:
-        node.sure = None
+def _rename_flags(flags: int) -> tuple[bool, bool]:
+    """``(noreplace, exchange)`` of a rename; ``EINVAL`` for flags it does not know or both."""
+    noreplace = bool(flags & pyfuse3.RENAME_NOREPLACE)
+    exchange = bool(flags & pyfuse3.RENAME_EXCHANGE)
+    known = pyfuse3.RENAME_NOREPLACE | pyfuse3.RENAME_EXCHANGE
+    if flags & ~known or (noreplace and exchange):
+        raise _fuse_error(errno.EINVAL)
+    return noreplace, exchange
 
 
 def _resized(info: FileInfo, size: int) -> FileInfo:

@@ -5,6 +5,9 @@ Theory of operation
 The kernel is the source of truth for *which* mounts exist: ``/proc/self/mountinfo`` lists every
 mount, and ours carry fstype ``fuse.mountd`` (the daemon mounts with ``subtype=mountd``). Paths
 there are canonical (no symlinks) with space, tab, newline and backslash escaped as ``\\040`` etc.
+(parsed by ``vfs._mounts``). A path a user names is matched against that text without touching
+the mount itself (:func:`canonical`): a hung daemon makes every ``stat`` of its mountpoint block
+once the kernel's cached attributes expire, and ``unmount`` must still find and detach it.
 
 Whether a mount is alive is probed with ``statvfs``, never ``stat``: after the daemon dies,
 ``stat`` can still succeed from the kernel's attribute cache, while ``statvfs`` always reaches the
@@ -29,7 +32,6 @@ import errno
 import hashlib
 import json
 import os
-import re
 import shutil
 import subprocess
 import tempfile
@@ -40,22 +42,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from vfs.lowlevel import MountEntry, read_mountinfo
+
 FSTYPE = "fuse.mountd"
 MNT_DETACH = 2
 
 Health = Literal["live", "dead", "hung", "unreachable"]
-
-
-@dataclass(frozen=True)
-class MountEntry:
-    """One line of ``/proc/self/mountinfo`` (the fields ``mountd`` uses)."""
-
-    mount_id: int
-    device: str  # "major:minor"; the minor names the fusectl connection
-    mountpoint: str
-    fstype: str
-    source: str
-    options: str
 
 
 @dataclass(frozen=True)
@@ -69,6 +61,7 @@ class MountState:
     pid_start: int | None
     started: float
     counters: Mapping[str, int] = field(default_factory=dict)
+    session: str = ""  # the directory keeping the default tree's changes (mountd._sessions)
 
     def to_json(self) -> str:
         return json.dumps(
@@ -80,6 +73,7 @@ class MountState:
                 "pid_start": self.pid_start,
                 "started": self.started,
                 "counters": dict(sorted(self.counters.items())),
+                "session": self.session,
             },
             indent=1,
         )
@@ -95,67 +89,51 @@ class MountState:
             pid_start=None if data.get("pid_start") is None else int(data["pid_start"]),
             started=float(data["started"]),
             counters={str(k): int(v) for k, v in dict(data.get("counters", {})).items()},
+            session=str(data.get("session", "")),
         )
 
 
 # --- mountinfo ---------------------------------------------------------------------------------
 
-_ESCAPE = re.compile(rb"\\([0-7]{3})")
-
-
-def unescape(field: bytes) -> str:
-    """Undo mountinfo's octal escapes (``\\040`` is a space); bytes that are not UTF-8 survive
-    as surrogates, as everywhere in ``os``."""
-    return os.fsdecode(_ESCAPE.sub(lambda m: bytes([int(m.group(1), 8)]), field))
-
-
-def parse_mountinfo(data: bytes) -> list[MountEntry]:
-    """Parse the text of ``/proc/<pid>/mountinfo`` (see proc(5)); later lines are mounted later,
-    so the last entry for a path is the one on top."""
-    entries = []
-    for line in data.splitlines():
-        left, sep, right = line.partition(b" - ")
-        if not sep:
-            continue
-        fields = left.split(b" ")
-        tail = right.split(b" ", 2)
-        if len(fields) < 6 or len(tail) < 2:
-            continue
-        entries.append(
-            MountEntry(
-                mount_id=int(fields[0]),
-                device=fields[2].decode("ascii", "replace"),
-                mountpoint=unescape(fields[4]),
-                fstype=unescape(tail[0]),
-                source=unescape(tail[1]),
-                options=unescape(tail[2]) if len(tail) > 2 else "",
-            )
-        )
-    return entries
-
 
 def our_mounts() -> list[MountEntry]:
     """This mount namespace's ``mountd`` mounts, in mount order."""
-    return [
-        entry
-        for entry in parse_mountinfo(Path("/proc/self/mountinfo").read_bytes())
-        if entry.fstype == FSTYPE
-    ]
+    return [entry for entry in read_mountinfo() if entry.fstype == FSTYPE]
 
 
 def mount_at(mountpoint: str) -> MountEntry | None:
     """Our mount on top at ``mountpoint`` (a canonical path), if any."""
     found = None
-    for entry in parse_mountinfo(Path("/proc/self/mountinfo").read_bytes()):
+    for entry in read_mountinfo():
         if entry.mountpoint == mountpoint:
             found = entry  # the last one is on top, whoever's it is
     return found if found is not None and found.fstype == FSTYPE else None
 
 
+_MAX_LINKS = 40
+
+
 def canonical(path: str | os.PathLike[str]) -> str:
-    """The absolute, symlink-free form the kernel lists a mountpoint under. Works on a dead
-    mount (``realpath`` tolerates the ``ENOTCONN`` of its last component)."""
-    return os.path.realpath(os.path.abspath(os.fspath(path)))
+    """The absolute, symlink-free form the kernel lists a mountpoint under, found without
+    touching the final component, so it works on a dead or hung mount: the real path of the
+    parent directory plus the name, taken as it is when mountinfo lists it; otherwise a final
+    symlink is read (``readlink`` does not reach into a mount) and its target canonicalized
+    the same way."""
+    listed = {entry.mountpoint for entry in read_mountinfo()}
+    path = os.path.abspath(os.fspath(path))
+    for _ in range(_MAX_LINKS):
+        head, name = os.path.split(path)
+        if not name:
+            return path  # "/"
+        candidate = os.path.join(os.path.realpath(head), name)
+        if candidate in listed:
+            return candidate
+        try:
+            target = os.readlink(candidate)
+        except OSError:
+            return candidate  # not a symlink (nor a mountpoint), or missing
+        path = os.path.normpath(os.path.join(os.path.dirname(candidate), target))
+    return os.path.realpath(path)  # a symlink loop: let realpath say what it makes of it
 
 
 # ENOTCONN once the daemon's /dev/fuse descriptor is gone; ECONNABORTED when the connection was

@@ -33,14 +33,17 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from vfs._cow import CowFileSystem
-from vfs._cow_changes import SET_ID_BITS, select
-from vfs._cow_meta import TreeChange
-from vfs._paths import ROOT, add_prefix, is_under
-from vfs._policy import Policy, PolicyFileSystem, repository_policy
-from vfs._posix_view import posix_view
-from vfs._types import FileSystem
-from vfs._union import UnionFileSystem
+from vfs import (
+    CowFileSystem,
+    FileSystem,
+    Policy,
+    PolicyFileSystem,
+    TreeChange,
+    is_under,
+    posix_view,
+    repository_policy,
+)
+from vfs.lowlevel import ROOT, SET_ID_BITS, UnionFileSystem, add_prefix, select_changes
 
 from ._apply_rules import Refusal, refusals, refused_in
 
@@ -141,7 +144,7 @@ async def apply_unprotected(
     """
     cow = found.cow
     changes = [change async for change in cow.changes()]
-    selection = select(changes, None if paths is None else list(paths))
+    selection = select_changes(changes, None if paths is None else list(paths))
     # Judged as what is applied: a host symlink that an unchosen change would replace stays.
     refused = await refusals(cow, found.prefix, selection, policy)
     kept = tuple(refused_in(selection, refused))

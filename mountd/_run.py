@@ -53,16 +53,25 @@ import sys
 import tempfile
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, NoReturn
 
 import trio
 
 import vfs
-from vfs._audit import AuditLog, audited_fs
-from vfs._cow import CowFileSystem
-from vfs._cow_meta import CowConflictError, TreeChange
-from vfs._paths import ROOT, add_prefix, is_under
-from vfs._policy import Policy, PolicyFileSystem, policy_fs, repository_policy
+from vfs import (
+    AuditLog,
+    CowConflictError,
+    CowFileSystem,
+    Policy,
+    PolicyFileSystem,
+    TreeChange,
+    audited_fs,
+    is_under,
+    policy_fs,
+    repository_policy,
+)
+from vfs.lowlevel import ROOT, add_prefix
 
 from . import MountOptions, mounted
 from . import _registry as registry
@@ -90,6 +99,7 @@ from ._review import (
     outside_git,
 )
 from ._sandbox import conflicts, host_layout, sandbox_dir, sandbox_root
+from ._sessions import Session, SessionError, open_session
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 _CLONE_NEWNS = 0x00020000
@@ -220,6 +230,7 @@ async def _run(request: RunRequest, bwrap: str, user: SandboxUser) -> int:
         at=request.at,
         binds=binds,
         landlock_abi=landlock_abi(),
+        cache=registry.state_dir(create=True),
     )
     files = sandbox.files(
         passwd=_host_file("/etc/passwd"),
@@ -451,11 +462,12 @@ def _say(message: str) -> None:
     print(f"mountd run: {message}", file=sys.stderr, flush=True)
 
 
-def default_tree(cwd: str) -> tuple[vfs.FileSystem, str]:
-    """The tree ``mountd run`` serves without a spec, and its description."""
+def default_tree(cwd: str, upper: Path | None = None) -> tuple[vfs.FileSystem, str]:
+    """The tree ``mountd run`` serves without a spec (its changes in ``upper``, a session's, or
+    in memory), and its description."""
     from ._spec import build, cow_layer, describe
 
-    layer = cow_layer(cwd)
+    layer = cow_layer(cwd, upper=upper)
     return build(layer), describe(layer)
 
 
@@ -490,6 +502,12 @@ only the caller's user.name and user.email (and safe.directory = *), never the c
 --allow and --ro bind host paths (under your home: seen under HOME=/tmp; elsewhere only with
 --at) for what an agent CLI keeps outside the project; they are outside the review, and the
 summary lists them.
+
+While the command runs, its changes are kept on disk in a session of this directory (see
+`mountd mount --help`); the session is discarded once the run has reported (and applied) them.
+A run that was killed leaves its session: the next run of the directory says --resume (continue
+with those changes: `mountd run --resume --apply -- true` applies them) or --fresh (discard them);
+--ephemeral keeps the changes in memory only.
 
 A git repository gets the repository policy: git works in full, but .git/hooks and .git/config
 are read-only (EACCES). --apply writes back only the reviewed change: inside .git only git's own
@@ -533,6 +551,21 @@ def _run_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--root", action="store_true", help="uid 0 inside (of the sandbox's own namespace)"
+    )
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue with the changes of an earlier run of this directory that was killed",
+    )
+    parser.add_argument(
+        "--fresh",
+        action="store_true",
+        help="discard the changes of an earlier run of this directory that was killed",
+    )
+    parser.add_argument(
+        "--ephemeral",
+        action="store_true",
+        help="keep the changes in memory only while the command runs (not on disk)",
     )
     parser.add_argument(
         "--allow",
@@ -579,7 +612,7 @@ def command(args: argparse.Namespace) -> int:
     more, unknown = extra.parse_known_intermixed_args(before)  # options given after SPEC
     if unknown:
         raise RunUsageError(f"unknown option {unknown[0]}")
-    for name in ("apply", "diff", "net", "root"):
+    for name in ("apply", "diff", "net", "root", "resume", "fresh", "ephemeral"):
         if getattr(more, name):
             setattr(args, name, True)
     for name in ("audit", "at"):
@@ -588,6 +621,7 @@ def command(args: argparse.Namespace) -> int:
     for name in ("allow", "ro", "env"):
         setattr(args, name, [*(getattr(args, name) or ()), *(getattr(more, name) or ())])
     spec = more.spec
+    session: Session | None = None
     try:
         at = ROOT if args.at is None else sandbox_dir(args.at)
     except ValueError as error:
@@ -613,7 +647,11 @@ def command(args: argparse.Namespace) -> int:
                     f"{path}: the project, or a directory holding it; the command changes the "
                     "project only through the review"
                 )
-        tree, description = default_tree(project)
+        if args.resume + args.fresh + args.ephemeral > 1:
+            raise RunUsageError("give at most one of --resume, --fresh and --ephemeral")
+        session = None if args.ephemeral else _run_session(project, args)
+        upper = None if session is None else session.upper
+        tree, description = default_tree(project, upper)
     audit = None if args.audit is None else os.path.abspath(args.audit)
     logging.basicConfig(level=logging.WARNING, format="mountd run: %(message)s")
     request = RunRequest(
@@ -631,4 +669,15 @@ def command(args: argparse.Namespace) -> int:
         read_only=tuple(args.ro),
         env=tuple(args.env),
     )
-    return run(request)
+    status = run(request)
+    if session is not None:
+        session.discard()  # reported (and applied, if asked): a killed run is what stays
+    return status
+
+
+def _run_session(project: str, args: argparse.Namespace) -> Session:
+    """The session whose upper keeps the run's changes while it runs (mountd._sessions)."""
+    try:
+        return open_session(project, "run", resume=args.resume, fresh=args.fresh)
+    except SessionError as error:
+        raise RunUsageError(str(error)) from None

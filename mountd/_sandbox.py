@@ -12,14 +12,19 @@ changes. So :class:`SandboxRoot` serves them itself, in front of the tree:
 - each :class:`SystemEntry` is an empty read-only directory, or a symlink with the host's target
   (``/bin -> usr/bin`` on a merged-``/usr`` host, so ``bwrap`` needs no ``--symlink``, which fails
   on an existing name);
-- they are answered by ``lstat``/``stat``/``readlink`` and refuse every change (``EROFS``), but
-  ``list("/")`` does **not** show them: ``git status``, ``git add -A`` and ``find /`` at the root
-  then never walk into ``/usr`` or ``/proc``, while every path lookup (the kernel's, bwrap's)
-  still finds them;
+- they are answered by ``lstat``/``stat``/``readlink`` and refuse every change (``EROFS``;
+  making a name where one stands is ``EEXIST``, removing or renaming one ``EBUSY``, as for a
+  mount point, and linking from one ``EXDEV``), but listings of the root do **not** show them:
+  ``git status``, ``git add -A`` and ``find /`` at the root then never walk into ``/usr`` or
+  ``/proc``, while every path lookup (the kernel's, bwrap's) still finds them;
 - everything else is the tree's, unchanged, so nothing bubblewrap does reaches the tree; root
   names given as ``unlisted`` are the tree's but, like the system entries, left out of
   ``list("/")`` (``mountd run`` serves the ``--allow`` directories there, for bubblewrap to bind
   from the mount).
+
+These rules are one hook around every verb of :mod:`vfs._forward`'s table, by what the verb's
+row says it does at each path, so the root has exactly the tree's capabilities (``link``,
+``list_info_reusing``...) and a verb the table gains is refused at the system entries too.
 
 The tree must not hold entries of those names at its root (:func:`conflicts` lists them; the
 command line refuses to run over such a tree rather than hide part of it). :func:`host_layout`
@@ -37,15 +42,13 @@ import builtins
 import errno
 import os
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, NoReturn
+from typing import Any, Literal
 
 import vfs
-from vfs._capabilities import buffers_writes, list_info_of, make_link, make_node
-from vfs._merge import aclose
-from vfs._paths import ROOT, normalize_path, split_path
-from vfs._types import ChangeCallback
+from vfs import normalize_path
+from vfs.lowlevel import ROOT, ForwardingTree, PathArg, Verb, split_path
 
 SYSTEM_DIRS = ("usr", "etc", "proc", "dev")
 LINK_DIRS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
@@ -118,20 +121,18 @@ def sandbox_root(
     return SandboxRoot(tree, entries, unlisted=unlisted)
 
 
-class SandboxRoot:
+class SandboxRoot(ForwardingTree):
     """``tree`` with the sandbox's system entries at its root (see the module docstring)."""
 
-    __slots__ = ("_entries", "_info", "_tree", "_unlisted", "_view", "buffers_writes")
+    __slots__ = ("_entries", "_info", "_tree", "_unlisted")
 
     def __init__(
         self, tree: vfs.FileSystem, entries: Sequence[SystemEntry], *, unlisted: Sequence[str] = ()
     ) -> None:
         self._tree = tree
-        self._view = vfs.posix_view(tree)
         self._entries = {entry.name: entry for entry in entries}
         # Root names never listed: the system entries, and the tree's own ``unlisted`` ones.
         self._unlisted = frozenset((*self._entries, *unlisted))
-        self.buffers_writes = buffers_writes(self._view)
         now = time.time_ns()
         uid, gid = os.getuid(), os.getgid()
         self._info = {
@@ -148,6 +149,7 @@ class SandboxRoot:
             )
             for entry in entries
         }
+        self._forward_to(vfs.posix_view(tree))
 
     def __repr__(self) -> str:
         return f"sandbox_root({self._tree!r}, {sorted(self._entries)})"
@@ -166,242 +168,66 @@ class SandboxRoot:
             return None
         return entry, len(parts) == 1
 
-    def _refuse(self, path: str) -> NoReturn:
-        raise vfs.ReadOnlyMountError(path)
+    def _listed(self, path: str, kind: str) -> bool:
+        """Whether a listing of the root shows ``path`` (anything beneath an unlisted name)."""
+        return split_path(path)[0] not in self._unlisted
 
-    def _refuse_system(self, *paths: str) -> None:
-        for path in paths:
+    # -- every verb -------------------------------------------------------------------------
+
+    async def _around(self, verb: Verb, args: tuple[Any, ...]) -> Any:
+        if verb.results:  # list_info and the like
+            path = normalize_path(verb.path_values(args)[0])
             if self._system(path) is not None:
-                self._refuse(path)
-
-    def _lookup(self, path: str, *, follow: bool) -> vfs.FileInfo | None:
-        """What a system path is, or ``None`` when the tree answers."""
-        found = self._system(path)
-        if found is None:
-            return None
-        entry, exact = found
-        if not exact:
-            return vfs.FileInfo("missing")
-        if entry.kind == "symlink" and follow:
-            return vfs.FileInfo("missing")  # its target lies in a (here empty) system directory
-        return self._info[entry.name]
-
-    # -- the eight verbs --------------------------------------------------------------------
-
-    def list(self, prefix: str = ROOT) -> AsyncIterator[vfs.DirEntry]:
-        path = normalize_path(prefix)
-        if self._system(path) is not None:
-            return _empty()
-        source = self._view.list(path)
-        if path != ROOT:
-            return source
-        return self._hidden(source)
-
-    async def _hidden(self, source: AsyncIterator[vfs.DirEntry]) -> AsyncIterator[vfs.DirEntry]:
-        try:
-            async for entry in source:
-                if split_path(entry.path)[0] not in self._unlisted:
-                    yield entry
-        finally:
-            await aclose(source)
-
-    async def list_info(
-        self, prefix: str = ROOT
-    ) -> builtins.list[tuple[vfs.DirEntry, vfs.FileInfo]]:
-        path = normalize_path(prefix)
-        if self._system(path) is not None:
-            return []
-        listing = await list_info_of(self._view)(path)
-        if path != ROOT:
-            return listing
-        return [(entry, info) for entry, info in listing if entry.path[1:] not in self._unlisted]
-
-    async def stat(self, path: str) -> vfs.FileInfo:
-        path = normalize_path(path)
-        info = self._lookup(path, follow=True)
-        return info if info is not None else await self._view.stat(path)
-
-    def glob(self, pattern: str, dir: str = ROOT) -> AsyncIterator[vfs.DirEntry]:
-        path = normalize_path(dir)
-        if self._system(path) is not None:
-            return _empty()
-        return self._hidden(self._view.glob(pattern, path))
-
-    async def read(self, path: str) -> str | bytes:
-        path = normalize_path(path)
-        found = self._system(path)
-        if found is not None:
-            if found[1] and found[0].kind == "directory":
-                raise vfs.IsADirectoryError(path)
-            raise vfs.FileNotFoundError(path)
-        return await self._view.read(path)
-
-    def grep(self, query: vfs.GrepQuery) -> AsyncIterator[vfs.GrepResult]:
-        if self._system(normalize_path(query.path)) is not None:
-            return _empty()
-        return self._view.grep(query)
-
-    async def write(self, path: str, contents: str | bytes) -> None:
-        path = normalize_path(path)
-        self._refuse_system(path)
-        await self._view.write(path, contents)
-
-    async def delete(self, path: str) -> None:
-        path = normalize_path(path)
-        self._refuse_system(path)
-        await self._view.delete(path)
-
-    def search(self, query: vfs.SearchQuery) -> AsyncIterator[vfs.SearchResult]:
-        return self._view.search(query)
-
-    # -- the POSIX extension ----------------------------------------------------------------
-
-    async def lstat(self, path: str) -> vfs.FileInfo:
-        path = normalize_path(path)
-        info = self._lookup(path, follow=False)
-        return info if info is not None else await self._view.lstat(path)
-
-    async def open(
-        self,
-        path: str,
-        *,
-        write: bool = False,
-        create: bool = False,
-        exclusive: bool = False,
-        truncate: bool = False,
-        mode: int = 0o644,
-        uid: int | None = None,
-        gid: int | None = None,
-    ) -> vfs.OpenFile:
-        path = normalize_path(path)
-        found = self._system(path)
-        if found is not None:
-            if write or create or truncate:
-                self._refuse(path)
-            if found[1] and found[0].kind == "directory":
-                raise vfs.IsADirectoryError(path)
-            raise vfs.FileNotFoundError(path)
-        return await self._view.open(
-            path,
-            write=write,
-            create=create,
-            exclusive=exclusive,
-            truncate=truncate,
-            mode=mode,
-            uid=uid,
-            gid=gid,
-        )
-
-    async def mkdir(
-        self, path: str, mode: int = 0o755, *, uid: int | None = None, gid: int | None = None
-    ) -> None:
-        path = normalize_path(path)
-        self._new_name(path)
-        await self._view.mkdir(path, mode, uid=uid, gid=gid)
-
-    async def rmdir(self, path: str) -> None:
-        path = normalize_path(path)
-        self._busy(path)
-        await self._view.rmdir(path)
-
-    async def unlink(self, path: str) -> None:
-        path = normalize_path(path)
-        self._busy(path)
-        await self._view.unlink(path)
-
-    def _new_name(self, path: str) -> None:
-        """Refuse to make ``path`` where a system entry stands or the system owns the place."""
-        found = self._system(path)
-        if found is not None and found[1]:
-            raise vfs.FileExistsError(path)
-        self._refuse_system(path)
-
-    def _busy(self, path: str, code: int = errno.EBUSY) -> None:
-        """Refuse to change ``path`` where a system entry stands (``code``) or the system
-        owns the place."""
-        found = self._system(path)
-        if found is not None and found[1]:
-            raise vfs.PathError(path, errno=code)
-        self._refuse_system(path)
-
-    async def rename(
-        self, src: str, dst: str, *, noreplace: bool = False, exchange: bool = False
-    ) -> None:
-        src = normalize_path(src)
-        dst = normalize_path(dst)
-        self._busy(src)
-        self._busy(dst)
-        await self._view.rename(src, dst, noreplace=noreplace, exchange=exchange)
-
-    async def setattr(
-        self,
-        path: str,
-        *,
-        size: int | None = None,
-        mode: int | None = None,
-        uid: int | None = None,
-        gid: int | None = None,
-        atime_ns: int | None = None,
-        mtime_ns: int | None = None,
-    ) -> vfs.FileInfo:
-        path = normalize_path(path)
-        self._refuse_system(path)
-        return await self._view.setattr(
-            path, size=size, mode=mode, uid=uid, gid=gid, atime_ns=atime_ns, mtime_ns=mtime_ns
-        )
-
-    async def symlink(
-        self, path: str, target: str, *, uid: int | None = None, gid: int | None = None
-    ) -> None:
-        path = normalize_path(path)
-        self._new_name(path)
-        await self._view.symlink(path, target, uid=uid, gid=gid)
-
-    async def mknod(
-        self,
-        path: str,
-        special: vfs.Special,
-        *,
-        mode: int = 0o644,
-        rdev: int = 0,
-        uid: int | None = None,
-        gid: int | None = None,
-    ) -> None:
-        path = normalize_path(path)
-        self._new_name(path)
-        await make_node(self._view, path, special, mode=mode, rdev=rdev, uid=uid, gid=gid)
-
-    async def link(self, src: str, dst: str) -> None:
-        src = normalize_path(src)
-        dst = normalize_path(dst)
-        self._busy(src, errno.EXDEV)  # a system entry is bound from another file system
-        self._new_name(dst)
-        await make_link(self._view, src, dst)
-
-    async def readlink(self, path: str) -> str:
-        path = normalize_path(path)
-        found = self._system(path)
-        if found is not None:
+                return []
+            listing = await verb.call(self._inner, args)
+            return listing if path != ROOT else verb.kept(listing, path, self._listed)
+        for arg, given in zip(verb.paths, verb.path_values(args), strict=True):
+            path = normalize_path(given)
+            found = self._system(path)
+            if found is None:
+                continue
             entry, exact = found
+            access = verb.access(arg, args)
+            if access == "look":
+                return self._answer(verb, arg, path, entry, exact)
+            if access == "make" and exact:
+                raise vfs.FileExistsError(path)
+            if access == "remove" and exact:
+                raise vfs.PathError(path, errno=errno.EBUSY)  # a mount point
+            if verb.name == "link" and exact:
+                raise vfs.PathError(path, errno=errno.EXDEV)  # bound from another file system
+            raise vfs.ReadOnlyMountError(path)
+        return await verb.call(self._inner, args)
+
+    def _answer(
+        self, verb: Verb, arg: PathArg, path: str, entry: SystemEntry, exact: bool
+    ) -> vfs.FileInfo | str:
+        """What a look at a system path answers: each is an empty directory or a symlink whose
+        target lies in one."""
+        if verb.name in ("stat", "lstat"):
+            if not exact or (entry.kind == "symlink" and arg.follows):
+                return vfs.FileInfo("missing")
+            return self._info[entry.name]
+        if verb.name == "readlink":
             if exact and entry.target is not None:
                 return entry.target
             if exact:
                 raise vfs.PathError(path, errno=errno.EINVAL)
             raise vfs.FileNotFoundError(path)
-        return await self._view.readlink(path)
+        if exact and entry.kind == "directory":
+            raise vfs.IsADirectoryError(path)  # read, open...
+        raise vfs.FileNotFoundError(path)
 
-    # -- changes ----------------------------------------------------------------------------
-
-    def watch(self, callback: ChangeCallback) -> Callable[[], None]:
-        if isinstance(self._view, vfs.Watchable):
-            return self._view.watch(callback)
-        return _nothing
+    def _around_stream(self, verb: Verb, args: tuple[Any, ...]) -> AsyncIterator[Any]:
+        path = normalize_path(verb.path_values(args)[0])
+        if self._system(path) is not None:
+            return _empty()
+        source: AsyncIterator[Any] = verb.call(self._inner, args)
+        if path != ROOT or verb.results != "entries":
+            return source  # (grep and search hits are the tree's files)
+        return verb.kept_stream(source, path, self._listed)
 
 
 async def _empty() -> AsyncIterator[Any]:
     return
     yield
-
-
-def _nothing() -> None:
-    return None

@@ -24,11 +24,18 @@ system calls).
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import hashlib
+import os
+import platform
 import tempfile
 from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pyseccomp as seccomp
+if TYPE_CHECKING:
+    import pyseccomp as seccomp
 
 # Namespace flags of clone(2): a new namespace of any kind is refused (unshare and setns are too).
 _CLONE_NAMESPACES = (
@@ -173,8 +180,34 @@ def refused_calls() -> frozenset[str]:
     return frozenset(name for row in REFUSED for name in row.calls)
 
 
+def filter_program(cache: Path | None) -> bytes:
+    """The BPF program for :data:`REFUSED`, compiled once per table and architecture and kept
+    in the directory ``cache`` (libseccomp and its binding cost more to load than a run of a
+    short command; a program is the same for every run)."""
+    if cache is None:
+        return compile_filter()
+    key = hashlib.sha256(repr((REFUSED, platform.machine())).encode()).hexdigest()[:24]
+    path = cache / f"seccomp-{key}.bpf"
+    try:
+        return path.read_bytes()
+    except OSError:
+        pass
+    program = compile_filter()
+    fd, temp = tempfile.mkstemp(dir=cache, prefix=".seccomp-")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(program)
+        os.replace(temp, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+    return program
+
+
 def compile_filter() -> bytes:
     """The BPF program for :data:`REFUSED` on this machine's architectures."""
+    import pyseccomp as seccomp
+
     rules = seccomp.SyscallFilter(seccomp.ALLOW)
     native = seccomp.system_arch()
     if native == seccomp.Arch.X86_64:
@@ -196,6 +229,8 @@ def compile_filter() -> bytes:
 
 def _conditions(row: Refusal) -> list[tuple[seccomp.Arg, ...]]:
     """One tuple of argument comparisons per rule: all of a tuple must hold for it to refuse."""
+    import pyseccomp as seccomp
+
     if row.equals:
         return [(seccomp.Arg(row.index, seccomp.MASKED_EQ, 0xFFFFFFFF, v),) for v in row.equals]
     if row.flags:

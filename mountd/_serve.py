@@ -37,7 +37,6 @@ import threading
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 
 import pyfuse3
 import trio
@@ -46,115 +45,19 @@ if sys.version_info < (3, 11):
     from exceptiongroup import BaseExceptionGroup
 
 import vfs
-from vfs import Change, FileSystem, PosixFileSystem, Watchable, _hostdisk
-from vfs._types import ChangeCallback
+from vfs import Change, FileSystem, PosixFileSystem, Watchable
+from vfs.lowlevel import ChangeCallback, guard_mountpoint, release_mountpoint
 
 from . import _registry
-from ._attrs import AttrPolicy, OwnerMap
 from ._invalidate import InvalidateInode, Invalidator, send_to_kernel
 from ._ops import Operations
+from ._options import MountOptions
 from ._reader import Reader
 from ._reader import installed as reader_installed
+from ._terms import FuseFeatures, TreeFeatures, negotiate
 from ._writers import inodes_open_for_writing
 
 log = logging.getLogger("mountd")
-
-SUBTYPE = "mountd"
-
-
-@dataclass(frozen=True)
-class MountOptions:
-    """How a tree is mounted.
-
-    ``entry_timeout``/``attr_timeout``/``negative_timeout``: seconds the kernel may answer lookups,
-    attributes and "no such name" from its cache. Changes made through the mount or through a
-    :class:`vfs.Watchable` tree's API invalidate the cache, so long timeouts are safe; lower them
-    for trees that change behind the API's back (a host directory other processes write).
-    ``writeback``: let the kernel buffer writes (fewer, larger write requests); off by default,
-    see ``docs/decisions/mountd-core.md``. ``debug``: libfuse's request trace on stderr.
-    ``fast_reader``: read requests with :mod:`mountd._reader` instead of pyfuse3's own loop
-    (turn off to compare, or if a pyfuse3 upgrade misbehaves with it). ``idle_spin``: seconds at
-    most that its reader keeps polling for the next request before it sleeps, while requests come
-    that close together (a sleeping CPU of a virtual machine takes tens of microseconds to wake;
-    0: always sleep). ``read_ahead_kb``: the
-    mount's read-ahead window (``None`` keeps libfuse's 128 KiB); needs root, else ignored.
-    ``cache_listings``: the kernel keeps directory listings until the tree changes (needs the
-    pyfuse3 that ``scripts/install`` builds; ignored with a stock one), like attributes.
-    ``keep_written_pages``: what is written through the mount stays in the kernel's page cache
-    for later readers (the kernel's own rule drops a file's pages whenever its modification time
-    moves; mountd then drops them itself when the file changes elsewhere; needs the same pyfuse3).
-    ``files_by_inode``: the kernel sends no OPEN or RELEASE for files that already exist (two
-    requests less per ``open(2)``; needs the same pyfuse3, and a tree that buffers no writes in
-    its open files). The mount is then not told about opens: an ``O_WRONLY`` open of a file the
-    tree will not let be written fails at the first ``write(2)`` (``O_TRUNC`` still at the open).
-    ``complete_pages``: with ``files_by_inode``, when a file's times are set (tar, ``cp -a``,
-    rsync, ``touch``) the kernel is handed the pages that writes through the mount left
-    incomplete, so the next reader sends no request (it costs the setattr a read of those bytes
-    and a store; off, a reader fetches them). A page dirtied through a shared writable ``mmap``
-    and not yet written back when another process sets the times is overwritten by the tree's
-    bytes: turn it off for a tree written that way.
-    ``reuse_known_attributes``: a directory listing answers a file with what the mount learned
-    of it, unexamined, while only the mount changed it since (with ``attr_timeout > 0``, and a
-    tree that can list that way: ``dir_fs``, ``temp_fs``); a host file edited in place by
-    another program then shows its change once the kernel's attributes expire or a lookup asks
-    again, as with ``stat``. Off, each listing examines every entry afresh.
-    ``owners``: show one owner of the tree as another user (see :class:`mountd._attrs.OwnerMap`).
-    """
-
-    fsname: str = "agentroot"
-    allow_other: bool = False
-    read_only: bool = False
-    entry_timeout: float = 300.0
-    attr_timeout: float = 300.0
-    negative_timeout: float = 300.0
-    writeback: bool = False
-    debug: bool = False
-    fast_reader: bool = True
-    idle_spin: float = 500e-6
-    cache_listings: bool = True
-    keep_written_pages: bool = True
-    files_by_inode: bool = True
-    complete_pages: bool = True
-    reuse_known_attributes: bool = True
-    read_ahead_kb: int | None = 1024
-    owners: OwnerMap | None = None
-    # Longest an API write waits for the kernel to drop its caches (see mountd._invalidate).
-    invalidation_timeout: float = 10.0
-    # Longest the shutdown waits for in-flight requests before cancelling them.
-    shutdown_timeout: float = 5.0
-
-    def __post_init__(self) -> None:
-        if (
-            not self.fsname
-            or not self.fsname.isascii()
-            or any(c in self.fsname for c in ", \t\n\\")
-        ):
-            raise ValueError(
-                f"fsname must be ASCII without commas, spaces or backslashes: {self.fsname!r}"
-            )
-        if self.writeback and self.attr_timeout <= 0:
-            raise ValueError(
-                "writeback needs attr_timeout > 0 (else a GETATTR precedes every write)"
-            )
-        if not 0 <= self.idle_spin <= 0.1:
-            raise ValueError(f"idle_spin must be between 0 and 0.1 seconds: {self.idle_spin!r}")
-
-    def fuse_options(self) -> set[str]:
-        """The ``-o`` options given to libfuse (only ones known not to break the mount)."""
-        options = {
-            f"fsname={self.fsname}",
-            f"subtype={SUBTYPE}",
-            "default_permissions",
-            "nosuid",
-            "nodev",
-        }
-        if self.allow_other:
-            options.add("allow_other")
-        if self.read_only:
-            options.add("ro")
-        if self.debug:
-            options.add("debug")
-        return options
 
 
 class Mount:
@@ -193,7 +96,7 @@ class Mount:
             return []
         table = self._ops.inodes
         nodes = [handle.node for handle in self._ops.handles.open_files() if handle.writable]
-        if self._ops.files_by_inode:  # opens are not told to the mount: ask the kernel
+        if self._ops.terms.files_by_inode:  # opens are not told to the mount: ask the kernel
             entry = _registry.mount_at(self._listed_as)
             if entry is not None:
                 for ino in inodes_open_for_writing(entry.device):
@@ -254,24 +157,14 @@ async def serve(
         parent_dev = os.stat(target).st_dev
         tree = vfs.posix_view(fs)
         mount = Mount(target, options, tree)
+        notifier = _CacheNotifier()
         ops = Operations(
             tree,
-            attrs=AttrPolicy(
-                uid=os.getuid(),
-                gid=os.getgid(),
-                entry_timeout=options.entry_timeout,
-                attr_timeout=options.attr_timeout,
-                negative_timeout=options.negative_timeout,
-                owners=options.owners,
-            ),
+            terms=negotiate(options, FuseFeatures.installed(), TreeFeatures.of(tree)),
+            attrs=options.attr_policy(os.getuid(), os.getgid()),
             origin=mount,
             counters=mount.counters,
-            writeback=options.writeback,
-            cache_listings=options.cache_listings,
-            keep_written_pages=options.keep_written_pages,
-            files_by_inode=options.files_by_inode,
-            complete_pages=options.complete_pages,
-            reuse_known_attributes=options.reuse_known_attributes,
+            kernel=notifier,
         )
         mount._ops = ops
         release_guard = _guard_mountpoint(target)
@@ -279,11 +172,12 @@ async def serve(
             _init_session(ops, target, options)
             try:
                 with _unwrap_single():
-                    await _serve_session(ops, fs, mount, parent_dev, task_status)
+                    await _serve_session(ops, fs, mount, parent_dev, notifier, task_status)
             finally:
                 pyfuse3.close(unmount=True)
         finally:
             release_guard()
+            notifier.close(options.shutdown_timeout)  # closed already, unless the mount failed
 
 
 @asynccontextmanager
@@ -330,19 +224,20 @@ def _init_session(ops: Operations, target: str, options: MountOptions) -> None:
 
 
 class _CacheNotifier:
-    """``Operations.drop_cache``, ``drop_pages`` and ``store_pages``: tells the kernel to drop
-    what it caches of an inode, or to take pages, off the request path, from a thread of its
-    own: the kernel may hold a notification until a request on that inode is answered, by the
-    event loop. One thread fed by a queue rather than a trio worker per notification: a drop
-    costs about 1.5 us, a trip through trio's threads about 150 us of CPU, which made drops
-    queue up for longer than the work they were for. In order: a notification queued before
-    another is sent before it."""
+    """The mount's :class:`mountd._pages.KernelCache`: tells the kernel to drop what it caches
+    of an inode, or to take pages, off the request path, from a thread of its own: the kernel
+    may hold a notification until a request on that inode is answered, by the event loop. It
+    is given to ``Operations`` at construction and closed by ``serve``. One thread fed by a
+    queue rather than a trio worker per notification: a drop costs about 1.5 us, a trip through
+    trio's threads about 150 us of CPU, which made drops queue up for longer than the work they
+    were for. In order: a notification queued before another is sent before it."""
 
     def __init__(self) -> None:
         self._queue: queue.SimpleQueue[int | _Awaited | None] = queue.SimpleQueue()
         self._token = trio.lowlevel.current_trio_token()
         self._thread = threading.Thread(target=self._run, name="mountd-page-cache", daemon=True)
         self._thread.start()
+        self._closed = False
 
     def drop(self, ino: int) -> None:
         self._queue.put(ino)
@@ -374,9 +269,12 @@ class _CacheNotifier:
         await done.wait()
 
     def close(self, timeout: float) -> None:
-        """Stop after the notifications queued so far (blocking: call from a worker thread)."""
-        self._queue.put(None)
-        self._thread.join(timeout)
+        """Stop after the notifications queued so far (blocking: call from a worker thread,
+        unless nothing was ever queued). Closing again does nothing."""
+        if not self._closed:
+            self._closed = True
+            self._queue.put(None)
+            self._thread.join(timeout)
 
     def _run(self) -> None:
         while (item := self._queue.get()) is not None:
@@ -442,6 +340,7 @@ async def _serve_session(
     fs: FileSystem,
     mount: Mount,
     parent_dev: int,
+    notifier: _CacheNotifier,
     task_status: trio.TaskStatus[Mount],
 ) -> None:
     options = mount.options
@@ -469,7 +368,6 @@ async def _serve_session(
 
     unsubscribe: Callable[[], None] | None = None
     invalidator: Invalidator | None = None
-    notifier: _CacheNotifier | None = None
     async with trio.open_nursery() as nursery:
         nursery.start_soon(run_main)
         try:
@@ -478,10 +376,6 @@ async def _serve_session(
                 await trio.to_thread.run_sync(
                     _set_read_ahead, mount.mountpoint, options.read_ahead_kb
                 )
-            notifier = _CacheNotifier()
-            ops.drop_cache = notifier.drop
-            ops.drop_pages = notifier.drop_and_wait
-            ops.store_pages = notifier.store
             watchable = mount.tree if isinstance(mount.tree, Watchable) else fs
             if isinstance(watchable, Watchable):
                 invalidator = Invalidator(
@@ -497,8 +391,7 @@ async def _serve_session(
             log.info("%s was unmounted from outside", mount.mountpoint)
         finally:
             with trio.CancelScope(shield=True):
-                if notifier is not None:
-                    await trio.to_thread.run_sync(notifier.close, options.shutdown_timeout)
+                await trio.to_thread.run_sync(notifier.close, options.shutdown_timeout)
                 if unsubscribe is not None:
                     unsubscribe()
                 if invalidator is not None:
@@ -587,5 +480,5 @@ def _prepare_mountpoint(target: str) -> None:
 
 def _guard_mountpoint(target: str) -> Callable[[], None]:
     """Tell host-directory layers never to read through ``target``; return the release."""
-    _hostdisk.guard_mountpoint(target)
-    return lambda: _hostdisk.release_mountpoint(target)
+    guard_mountpoint(target)
+    return lambda: release_mountpoint(target)

@@ -31,7 +31,8 @@ Layer types and their keys (``docs/spec.md`` is the user-facing page):
 temp      ``files``: table of absolute path -> text (optional). In memory.
 dir       ``path``: host directory (required; ``~`` expands; relative to the spec's
           directory), ``read_only``: boolean (default false), ``policy``: ``"repository"``
-          (optional; see ``cow``).
+          (optional; see ``cow``), ``cross_mounts``: boolean (default false: mounts below
+          ``path`` are left out, see ``vfs.dir_fs``).
 empty     no keys. No files; writes fail as read-only.
 union     ``mounts``: table of mount prefix -> layer (required, at least one). Prefixes are
           absolute and normalized (``"/tmp"``, not ``"/tmp/"`` or ``"tmp"``).
@@ -71,9 +72,7 @@ from pathlib import Path
 from typing import Any, TypeAlias
 
 import vfs
-from vfs._cow import cow_fs
-from vfs._paths import normalize_path
-from vfs._policy import policy_fs, repository_policy
+from vfs import cow_fs, normalize_path, policy_fs, repository_policy
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -106,6 +105,7 @@ class DirLayer:
     path: Path
     read_only: bool = False
     policy: str | None = None
+    cross_mounts: bool = False
 
 
 @dataclass(frozen=True)
@@ -243,12 +243,17 @@ class _Checker:
             return TempLayer(self.files(value, key))
         if kind == "dir":
             self.keys(
-                value, key, required=("type", "path"), optional=("read_only", "policy"), what=what
+                value,
+                key,
+                required=("type", "path"),
+                optional=("read_only", "policy", "cross_mounts"),
+                what=what,
             )
             return DirLayer(
                 self.directory(value["path"], _join(key, "path")),
                 self.boolean(value, key, "read_only"),
                 self.policy(value, key),
+                self.boolean(value, key, "cross_mounts"),
             )
         if kind == "cow":
             self.keys(
@@ -458,20 +463,24 @@ def _expected(names: tuple[str, ...]) -> str:
 # --- the embedded default, building and describing ---------------------------------------------
 
 
-def default_layer(cwd: str | os.PathLike[str]) -> Layer:
+def default_layer(cwd: str | os.PathLike[str], upper: Path | None = None) -> Layer:
     """The tree ``mountd mount MOUNTPOINT`` serves without a spec: :func:`cow_layer` of ``cwd``
     at ``/`` and a writable in-memory ``/tmp``. The cow never writes its lower; the lower is
     writable so that ``mountd apply`` can write the changes back."""
-    return UnionLayer((("/", cow_layer(cwd)), ("/tmp", TempLayer())))
+    return UnionLayer((("/", cow_layer(cwd, upper=upper)), ("/tmp", TempLayer())))
 
 
-def cow_layer(cwd: str | os.PathLike[str], *, read_only: bool = False) -> CowLayer:
-    """``cwd`` under copy-on-write (changes in memory), with the repository policy when ``cwd``
-    holds a git repository (a ``.git`` directory). ``mountd run`` serves this; its lower is
-    writable so that ``--apply`` (and ``mountd apply``) can write the changes back."""
+def cow_layer(
+    cwd: str | os.PathLike[str], *, read_only: bool = False, upper: Path | None = None
+) -> CowLayer:
+    """``cwd`` under copy-on-write, with the repository policy when ``cwd`` holds a git
+    repository (a ``.git`` directory). The changes go to the directory ``upper`` (a session's:
+    durable, see :mod:`mountd._sessions`), else to memory. ``mountd run`` serves this; its lower
+    is writable so that ``--apply`` (and ``mountd apply``) can write the changes back."""
     path = Path(os.path.abspath(cwd))
     policy = "repository" if (path / ".git").is_dir() else None
-    return CowLayer(DirLayer(path, read_only=read_only), None, policy)
+    changes = None if upper is None else DirLayer(upper)
+    return CowLayer(DirLayer(path, read_only=read_only), changes, policy)
 
 
 def build(layer: Layer) -> vfs.FileSystem:
@@ -479,7 +488,8 @@ def build(layer: Layer) -> vfs.FileSystem:
     if isinstance(layer, TempLayer):
         return vfs.temp_fs(dict(layer.files))
     if isinstance(layer, DirLayer):
-        return _with_policy(vfs.dir_fs(layer.path, read_only=layer.read_only), layer.policy)
+        tree = vfs.dir_fs(layer.path, read_only=layer.read_only, cross_mounts=layer.cross_mounts)
+        return _with_policy(tree, layer.policy)
     if isinstance(layer, CowLayer):
         upper = None if layer.upper is None else build(layer.upper)
         return _with_policy(cow_fs(build(layer.lower), upper), layer.policy)
@@ -524,6 +534,7 @@ def describe(layer: Layer) -> str:
         return (
             f"dir {layer.path}"
             + (" (read-only)" if layer.read_only else "")
+            + (" (crossing mounts)" if layer.cross_mounts else "")
             + (f" with the {layer.policy} policy" if layer.policy else "")
         )
     if isinstance(layer, CowLayer):

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ._registry import parse_mountinfo
+from vfs.lowlevel import parse_mountinfo
 
 
 def inodes_open_for_writing(device: str) -> set[int]:

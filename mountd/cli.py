@@ -7,8 +7,11 @@ the whole spec (or imports the factory) before it touches the mountpoint, so a b
 with the file, key and problem and nothing is mounted. Then it clears a dead mount of ours at the
 mountpoint (one left by a killed daemon), refuses a live one, creates the directory if missing,
 and serves (see ``mountd._daemon``). ``unmount`` asks the daemon to exit (SIGTERM, after which it
-unmounts itself) and only falls back to ``fusermount3``; a dead mount is detached lazily.
-``status`` reads mountinfo for what exists and the state files for what serves it.
+unmounts itself) and only falls back to ``fusermount3``; a dead mount is detached lazily, and so
+is a hung one, after SIGKILL to its daemon. ``status`` reads mountinfo for what exists and the
+state files for what serves it. No command touches a mountpoint but to probe it (``statvfs`` in a
+thread, with a timeout): a hung daemon blocks every ``stat`` of its mountpoint, so the path a
+user names is matched against mountinfo by its text (``mountd._registry.canonical``).
 
 Exit status: 0 success, 1 runtime failure, 2 usage or spec error.
 """
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import importlib
 import inspect
 import json
@@ -31,8 +35,8 @@ from dataclasses import dataclass, replace
 from typing import Any, NoReturn
 
 import vfs
-from vfs._audit import AuditLog, audited_fs
-from vfs._paths import add_prefix, is_under, normalize_path, strip_prefix
+from vfs import AuditLog, audited_fs, is_under, normalize_path
+from vfs.lowlevel import add_prefix, strip_prefix
 from vfs.turns import TurnRoot, turn_root
 
 if sys.version_info < (3, 11):  # pragma: no cover - trio brings the backport on 3.10
@@ -70,11 +74,17 @@ Mount a vfs tree at MOUNTPOINT and serve it until interrupted (Ctrl-C, SIGTERM o
 cleanly and exit 0) or until `mountd unmount MOUNTPOINT`.
 
 What is served:
-  no SPEC        the current directory under copy-on-write at / (writes are kept in memory,
-                 the directory is written only by `mountd apply`; a git repository gets the
-                 repository policy: .git/hooks and .git/config are read-only), with a
-                 writable in-memory /tmp that is the agent's per-turn scratch
-                 (`mountd turn begin|end`)
+  no SPEC        the current directory under copy-on-write at / (the directory is written
+                 only by `mountd apply`; a git repository gets the repository policy:
+                 .git/hooks and .git/config are read-only), with a writable in-memory /tmp
+                 that is the agent's per-turn scratch (`mountd turn begin|end`). The writes
+                 are kept on disk in a session of this directory (~/.local/state/agentroot/
+                 sessions, or $XDG_STATE_HOME's): a killed daemon loses nothing that was
+                 closed or fsynced, and the session outlives the mount. A later mount of the
+                 same directory must say what to do with its changes: --resume continues with
+                 them, --fresh discards them; --ephemeral keeps them in memory only (they die
+                 with the daemon). `mountd unmount --discard` drops the session; `mountd
+                 status` lists the sessions.
   SPEC           a TOML file describing the tree (layers: temp, dir, empty, union, overlay,
                  host, cow, s3; see docs/spec.md); checked completely before anything is mounted
   --factory      a Python function returning a vfs.FileSystem (sync or async, no arguments),
@@ -144,6 +154,7 @@ class Source:
     description: str
     make: Callable[[], Any]  # returns a FileSystem or an awaitable of one
     turns: bool = False  # served under a per-turn /tmp (vfs.turns.TurnRoot)
+    session: str = ""  # the directory keeping the default tree's changes (mountd._sessions)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -257,6 +268,22 @@ def _parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="append the audit log (changes and denied accesses, JSON lines) to FILE",
     )
+    keep = mount.add_mutually_exclusive_group()
+    keep.add_argument(
+        "--resume",
+        action="store_true",
+        help="default tree: continue with the changes an earlier mount of this directory left",
+    )
+    keep.add_argument(
+        "--fresh",
+        action="store_true",
+        help="default tree: discard the changes an earlier mount of this directory left",
+    )
+    keep.add_argument(
+        "--ephemeral",
+        action="store_true",
+        help="default tree: keep the changes in memory only (they die with the daemon)",
+    )
     mount.add_argument("--ready-fd", type=int, help=argparse.SUPPRESS)
     mount.set_defaults(run=_mount)
 
@@ -269,7 +296,8 @@ def _parser() -> argparse.ArgumentParser:
         aliases=["umount"],
         help="stop serving a mountpoint (also clears a dead one)",
         description="Stop the daemon serving MOUNTPOINT (it unmounts cleanly) and wait for it. "
-        "A dead mount (its daemon was killed) is detached lazily and its record removed.",
+        "A dead mount (its daemon was killed) is detached lazily and its record removed; so is "
+        "a hung one (its daemon does not answer, e.g. stopped), after killing its daemon.",
         epilog=EPILOG,
     )
     unmount.add_argument("mountpoint", metavar="MOUNTPOINT")
@@ -279,6 +307,11 @@ def _parser() -> argparse.ArgumentParser:
         default=UNMOUNT_TIMEOUT,
         metavar="SECONDS",
         help=f"how long to wait for the daemon before forcing the unmount (default {UNMOUNT_TIMEOUT:g})",
+    )
+    unmount.add_argument(
+        "--discard",
+        action="store_true",
+        help="also remove the session that keeps the default tree's changes (they are lost)",
     )
     unmount.set_defaults(run=_unmount)
 
@@ -353,7 +386,7 @@ def _mount(args: argparse.Namespace) -> int:
     spec_arg, mountpoint_arg = args.paths if len(args.paths) == 2 else (None, args.paths[0])
     if spec_arg is not None and args.factory:
         raise UsageError("give either SPEC or --factory, not both")
-    source = _source(spec_arg, args.factory)
+    source = _source(spec_arg, args.factory, args)
     if args.turns:
         source = replace(source, turns=True)
     mountpoint, created = _prepare_mountpoint(mountpoint_arg)
@@ -368,7 +401,7 @@ def _mount(args: argparse.Namespace) -> int:
         raise
 
 
-def _source(spec_arg: str | None, factory: str | None) -> Source:
+def _source(spec_arg: str | None, factory: str | None, args: argparse.Namespace) -> Source:
     """Check what to serve, before anything touches the mountpoint."""
     if factory:
         function = _factory_function(factory)
@@ -377,9 +410,35 @@ def _source(spec_arg: str | None, factory: str | None) -> Source:
         layer = load_spec(spec_arg)
         return Source(os.path.abspath(spec_arg), describe(layer), lambda: build(layer))
     cwd = os.getcwd()
-    layer = default_layer(cwd)
-    description = f"{cwd} under copy-on-write as its root, with a writable in-memory /tmp"
-    return Source("default", description, lambda: build(layer), turns=True)
+    if args.ephemeral:
+        layer = default_layer(cwd)
+        description = f"{cwd} under copy-on-write as its root (changes in memory), with a writable in-memory /tmp"
+        return Source("default", description, lambda: build(layer), turns=True)
+    session = _default_session(cwd, args)
+    layer = default_layer(cwd, upper=session.upper)
+    description = (
+        f"{cwd} under copy-on-write as its root (changes kept in {session.upper}), with a "
+        "writable in-memory /tmp"
+    )
+    if args.daemon:
+        session.release()  # (checked here; the daemon takes it)
+    else:
+        _SESSIONS.append(session)  # held for the life of this process
+    make = functools.partial(build, layer)
+    return Source("default", description, make, turns=True, session=str(session.path))
+
+
+_SESSIONS: list[Any] = []  # the sessions this process serves (their locks die with it)
+
+
+def _default_session(cwd: str, args: argparse.Namespace) -> Any:
+    """The session whose upper keeps the default tree's changes (see mountd._sessions)."""
+    from ._sessions import SessionError, open_session
+
+    try:
+        return open_session(cwd, "mount", resume=args.resume, fresh=args.fresh)
+    except SessionError as error:
+        raise Failure(str(error)) from None
 
 
 def _factory_function(reference: str) -> Callable[[], Any]:
@@ -484,6 +543,7 @@ def _mount_in_foreground(args: argparse.Namespace, mountpoint: str, source: Sour
             description=source.description,
             announce=announce,
             ready_fd=args.ready_fd,
+            session=source.session,
         )
         why = served.signal.name if served.signal is not None else "an outside unmount"
         print(f"mountd: unmounted {mountpoint} ({why})", flush=True)
@@ -561,6 +621,9 @@ def _mount_in_background(
             ("--read-only", args.read_only),
             ("--debug", args.debug),
             ("--turns", args.turns),
+            # (--fresh was done here, by _source: the daemon finds the session empty)
+            ("--resume", args.resume),
+            ("--ephemeral", args.ephemeral),
         )
         if on
     ]
@@ -587,7 +650,21 @@ def _mount_in_background(
 
 
 def _unmount(args: argparse.Namespace) -> int:
-    path = registry.canonical(args.mountpoint)
+    state = registry.read_state(registry.canonical(args.mountpoint))
+    code = _detach_mount(args)
+    if args.discard and state is not None and state.session:
+        from ._sessions import SessionError, discard_path
+
+        try:
+            discard_path(state.session)
+        except SessionError as error:
+            raise Failure(str(error)) from None
+        print(f"mountd: discarded the changes kept in {state.session}")
+    return code
+
+
+def _detach_mount(args: argparse.Namespace) -> int:
+    path = registry.canonical(args.mountpoint)  # never stats the mountpoint: it may hang
     entry = registry.mount_at(path)
     state = registry.read_state(path)
     if entry is None:
@@ -843,11 +920,19 @@ def _status(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(rows, indent=2))
         return OK
+    from ._sessions import list_sessions
+
+    sessions = list(list_sessions())
     if not rows:
         print("mountd: nothing mounted (start one with `mountd mount MOUNTPOINT`)")
-        return OK
     for row in rows:
         print(_status_text(row))
+    for session in sessions:
+        since = time.strftime("%Y-%m-%d %H:%M", time.localtime(session.created))
+        how = "in use" if session.in_use else "left behind (--resume or --fresh)"
+        print(
+            f"session of {session.project} (mountd {session.kind}, {how}, since {since}): {session.path}"
+        )
     return OK
 
 

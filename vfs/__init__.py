@@ -3,8 +3,27 @@
 One posix namespace rooted at ``/``, eight async verbs (:class:`FileSystem`), and the helpers that
 build agent roots from in-memory files, host directories and remote stores. Every tree here also
 speaks :class:`PosixFileSystem`, which is what ``mountd`` serves as a real mount. Runs under trio
-and asyncio alike.
+and asyncio alike. Two tiers, as trio has: this module for composing roots, :mod:`vfs.lowlevel`
+for implementing, wrapping and serving trees.
+
+Layout (every module but the public ones is private; its first line says what it holds):
+
+- the contract and its values: ``_types`` (protocols, FileInfo, queries), ``_errors``, ``_paths``;
+- the rules every tree shares: ``_resolve`` (symlinks), ``_match`` and ``_lines`` (glob, grep),
+  ``_walk`` (walks over any tree), ``_capabilities`` (optional verbs), ``_watch`` (change
+  observers), ``_clock``, ``_content``, ``_reading``, ``_merge``, ``_pushdown``;
+- trees: ``_temp`` (in memory, with ``_pages``), ``_dir`` (a host directory, over ``_disk``'s
+  system calls and ``_mounts``'s mount table), ``_host`` (a files API with etags, ``_s3`` and
+  ``_s3_cache`` its S3 one), ``_empty``, ``_local`` (the host disk as an agent's default);
+- composers: ``_union`` (trees at prefixes), ``_overlay`` (stacked layers), ``_cow`` with
+  ``_cow_meta`` and ``_cow_changes`` (copy-on-write, its review and apply);
+- wrappers, all on ``_forward``'s verb table: ``_policy``, ``_audit``, ``_posix_view`` (the POSIX
+  extension for any tree);
+- subpackages: :mod:`vfs.tools` (the file tools a model calls), :mod:`vfs.turns` (turns, scratch
+  ``/tmp``, spills).
 """
+
+import contextlib
 
 from ._audit import AuditEntry, AuditLog, audited_fs, read_audit_file
 from ._cow import CowFileSystem, cow_fs
@@ -130,3 +149,19 @@ __all__ = [
     "union_fs",
     "walk",
 ]
+
+# A star import shadows nothing of Python's: these stay attributes, out of ``__all__``.
+_BUILTIN_NAMES = ("FileExistsError", "FileNotFoundError", "IsADirectoryError", "NotADirectoryError")
+__all__ = [name for name in __all__ if name not in _BUILTIN_NAMES]
+
+
+def _publish(namespace: dict[str, object], names: list[str], module: str) -> None:
+    """Name ``module`` as where each of ``names`` lives (tracebacks, reprs, docs), as trio does."""
+    for name in names:
+        value = namespace[name]
+        if getattr(value, "__module__", "").startswith("vfs._"):
+            with contextlib.suppress(AttributeError, TypeError):  # (a typing alias)
+                value.__module__ = module
+
+
+_publish(globals(), [*__all__, *_BUILTIN_NAMES], __name__)

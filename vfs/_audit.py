@@ -11,14 +11,18 @@ active turn of a :class:`vfs.turns.TurnRoot`). Entries are kept in memory (the m
 JSON lines (one ``write`` per entry, on an ``O_APPEND`` descriptor, so the file is never torn and
 several logs may share it).
 
-:func:`audited_fs` wraps a tree and records into a log:
+:func:`audited_fs` wraps a tree and records into a log, from one hook around every verb of
+:mod:`vfs._forward`'s table (a verb the table gains is recorded by the rules its row says):
 
-- every call that changes the tree, once it returned or raised: ``write``, ``delete``, ``mkdir``,
-  ``rmdir``, ``unlink``, ``rename``, ``setattr``, ``symlink``, and ``open`` when it may write
-  (``write``/``create``/``truncate``; ``detail`` says which). Bytes written through an open handle
-  are not recorded one by one: the ``open`` that allowed them is.
+- every call that creates or changes something, once it returned or raised: ``write``,
+  ``delete``, ``mkdir``, ``rmdir``, ``unlink``, ``rename``, ``setattr``, ``symlink``, ``mknod``,
+  ``link``, and ``open`` when it may write (``write``/``create``/``truncate``; ``detail`` says
+  which). The entry's ``path`` is the call's first path, ``dest`` its second. Bytes written
+  through an open handle are not recorded one by one: the ``open`` that allowed them is.
 - every other call that a path policy refused (a :class:`vfs._policy.PolicyDeniedError` rising
   from the wrapped tree): reads of paths the policy hides.
+
+The audited tree has the capabilities of the tree it wraps, and no others.
 
 Put it *outside* the policy (``audited_fs(policy_fs(tree, rules), log)``) to see denials.
 Recording happens on the calling thread; a failing log file is reported once on the ``vfs.audit``
@@ -35,31 +39,17 @@ import logging
 import os
 import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
-from typing import Any, TypeVar
+from typing import Any
 
-from ._capabilities import buffers_writes, list_info_of, make_link, make_node
-from ._paths import ROOT, normalize_path
+from ._forward import ForwardingTree, Verb
+from ._paths import normalize_path
 from ._policy import PolicyDeniedError
 from ._posix_view import posix_view
-from ._types import (
-    ChangeCallback,
-    DirEntry,
-    FileInfo,
-    FileSystem,
-    GrepQuery,
-    GrepResult,
-    OpenFile,
-    SearchQuery,
-    SearchResult,
-    Special,
-    Watchable,
-)
+from ._types import FileSystem
 
 log = logging.getLogger("vfs.audit")
-
-T = TypeVar("T")
 
 DEFAULT_KEEP = 100_000
 
@@ -201,16 +191,15 @@ def audited_fs(tree: FileSystem, log: AuditLog) -> AuditedFileSystem:
     return AuditedFileSystem(tree, log)
 
 
-class AuditedFileSystem:
+class AuditedFileSystem(ForwardingTree):
     """Forwards every call to a tree and records it (see the module docstring)."""
 
-    __slots__ = ("_tree", "_view", "buffers_writes", "log")
+    __slots__ = ("_tree", "log")
 
     def __init__(self, tree: FileSystem, log: AuditLog) -> None:
         self._tree = tree
-        self._view = posix_view(tree)
         self.log = log
-        self.buffers_writes = buffers_writes(self._view)
+        self._forward_to(posix_view(tree))
 
     def __repr__(self) -> str:
         return f"audited_fs({self._tree!r})"
@@ -219,197 +208,57 @@ class AuditedFileSystem:
     def tree(self) -> FileSystem:
         return self._tree
 
-    async def _changing(
-        self,
-        op: str,
-        path: str,
-        call: Awaitable[T],
-        *,
-        dest: str | None = None,
-        detail: str | None = None,
-    ) -> T:
+    async def _around(self, verb: Verb, args: tuple[Any, ...]) -> Any:
+        if not (verb.changing or (verb.writes_with and verb.changes(args))):
+            try:
+                return await verb.call(self._inner, args)
+            except PolicyDeniedError as error:
+                self.log.record(verb.name, error.path or verb.path_values(args)[0], "denied")
+                raise
+        paths = verb.path_values(args)
+        path = normalize_path(paths[0])
+        dest = normalize_path(paths[1]) if len(paths) > 1 else None
+        explain = _DETAILS.get(verb.name)
+        detail = explain(args) if explain is not None else None
         try:
-            value = await call
+            value = await verb.call(self._inner, args)
         except Exception as error:
-            self.log.record(op, path, result_of(error), dest=dest, detail=detail)
+            self.log.record(verb.name, path, result_of(error), dest=dest, detail=detail)
             raise
-        self.log.record(op, path, dest=dest, detail=detail)
+        self.log.record(verb.name, path, dest=dest, detail=detail)
         return value
 
-    async def _looking(self, op: str, path: str, call: Awaitable[T]) -> T:
-        try:
-            return await call
-        except PolicyDeniedError as error:
-            self.log.record(op, error.path or path, "denied")
-            raise
 
-    # -- the eight verbs --------------------------------------------------------------------
-
-    def list(self, prefix: str = ROOT) -> AsyncIterator[DirEntry]:
-        return self._view.list(prefix)
-
-    async def list_info(self, prefix: str = ROOT) -> builtins.list[tuple[DirEntry, FileInfo]]:
-        return await list_info_of(self._view)(prefix)
-
-    async def stat(self, path: str) -> FileInfo:
-        return await self._looking("stat", path, self._view.stat(path))
-
-    def glob(self, pattern: str, dir: str = ROOT) -> AsyncIterator[DirEntry]:
-        return self._view.glob(pattern, dir)
-
-    async def read(self, path: str) -> str | bytes:
-        return await self._looking("read", path, self._view.read(path))
-
-    def grep(self, query: GrepQuery) -> AsyncIterator[GrepResult]:
-        return self._view.grep(query)
-
-    async def write(self, path: str, contents: str | bytes) -> None:
-        await self._changing("write", normalize_path(path), self._view.write(path, contents))
-
-    async def delete(self, path: str) -> None:
-        await self._changing("delete", normalize_path(path), self._view.delete(path))
-
-    def search(self, query: SearchQuery) -> AsyncIterator[SearchResult]:
-        return self._view.search(query)
-
-    # -- the POSIX extension ----------------------------------------------------------------
-
-    async def lstat(self, path: str) -> FileInfo:
-        return await self._looking("lstat", path, self._view.lstat(path))
-
-    async def open(
-        self,
-        path: str,
-        *,
-        write: bool = False,
-        create: bool = False,
-        exclusive: bool = False,
-        truncate: bool = False,
-        mode: int = 0o644,
-        uid: int | None = None,
-        gid: int | None = None,
-    ) -> OpenFile:
-        path = normalize_path(path)
-        call = self._view.open(
-            path,
-            write=write,
-            create=create,
-            exclusive=exclusive,
-            truncate=truncate,
-            mode=mode,
-            uid=uid,
-            gid=gid,
-        )
-        if not (write or create or truncate):
-            return await self._looking("open", path, call)
-        flags = [
-            name
-            for name, on in (
-                ("write", write),
-                ("create", create),
-                ("exclusive", exclusive),
-                ("truncate", truncate),
-            )
-            if on
-        ]
-        return await self._changing("open", path, call, detail=",".join(flags))
-
-    async def mkdir(
-        self, path: str, mode: int = 0o755, *, uid: int | None = None, gid: int | None = None
-    ) -> None:
-        await self._changing(
-            "mkdir", normalize_path(path), self._view.mkdir(path, mode, uid=uid, gid=gid)
-        )
-
-    async def rmdir(self, path: str) -> None:
-        await self._changing("rmdir", normalize_path(path), self._view.rmdir(path))
-
-    async def unlink(self, path: str) -> None:
-        await self._changing("unlink", normalize_path(path), self._view.unlink(path))
-
-    async def rename(
-        self, src: str, dst: str, *, noreplace: bool = False, exchange: bool = False
-    ) -> None:
-        detail = "exchange" if exchange else "noreplace" if noreplace else None
-        await self._changing(
-            "rename",
-            normalize_path(src),
-            self._view.rename(src, dst, noreplace=noreplace, exchange=exchange),
-            dest=normalize_path(dst),
-            detail=detail,
-        )
-
-    async def setattr(
-        self,
-        path: str,
-        *,
-        size: int | None = None,
-        mode: int | None = None,
-        uid: int | None = None,
-        gid: int | None = None,
-        atime_ns: int | None = None,
-        mtime_ns: int | None = None,
-    ) -> FileInfo:
-        parts = []
-        if size is not None:
-            parts.append(f"size={size}")
-        if mode is not None:
-            parts.append(f"mode={mode:o}")
-        if uid is not None or gid is not None:
-            parts.append(f"owner={uid}:{gid}")
-        if atime_ns is not None or mtime_ns is not None:
-            parts.append("times")
-        return await self._changing(
-            "setattr",
-            normalize_path(path),
-            self._view.setattr(
-                path, size=size, mode=mode, uid=uid, gid=gid, atime_ns=atime_ns, mtime_ns=mtime_ns
-            ),
-            detail=",".join(parts) or None,
-        )
-
-    async def symlink(
-        self, path: str, target: str, *, uid: int | None = None, gid: int | None = None
-    ) -> None:
-        await self._changing(
-            "symlink",
-            normalize_path(path),
-            self._view.symlink(path, target, uid=uid, gid=gid),
-            detail=target,
-        )
-
-    async def mknod(
-        self,
-        path: str,
-        special: Special,
-        *,
-        mode: int = 0o644,
-        rdev: int = 0,
-        uid: int | None = None,
-        gid: int | None = None,
-    ) -> None:
-        await self._changing(
-            "mknod",
-            normalize_path(path),
-            make_node(self._view, path, special, mode=mode, rdev=rdev, uid=uid, gid=gid),
-            detail=special,
-        )
-
-    async def link(self, src: str, dst: str) -> None:
-        await self._changing(
-            "link", normalize_path(src), make_link(self._view, src, dst), dest=normalize_path(dst)
-        )
-
-    async def readlink(self, path: str) -> str:
-        return await self._looking("readlink", path, self._view.readlink(path))
-
-    # -- changes ----------------------------------------------------------------------------
-
-    def watch(self, callback: ChangeCallback) -> Callable[[], None]:
-        if isinstance(self._view, Watchable):
-            return self._view.watch(callback)
-        return _nothing
+def _open_detail(args: tuple[Any, ...]) -> str:
+    _, write, create, exclusive, truncate, *_ = args
+    flags = (("write", write), ("create", create), ("exclusive", exclusive), ("truncate", truncate))
+    return ",".join(name for name, on in flags if on)
 
 
-def _nothing() -> None:
-    return None
+def _setattr_detail(args: tuple[Any, ...]) -> str | None:
+    _, size, mode, uid, gid, atime_ns, mtime_ns = args
+    parts = []
+    if size is not None:
+        parts.append(f"size={size}")
+    if mode is not None:
+        parts.append(f"mode={mode:o}")
+    if uid is not None or gid is not None:
+        parts.append(f"owner={uid}:{gid}")
+    if atime_ns is not None or mtime_ns is not None:
+        parts.append("times")
+    return ",".join(parts) or None
+
+
+def _rename_detail(args: tuple[Any, ...]) -> str | None:
+    _, _, noreplace, exchange = args
+    return "exchange" if exchange else "noreplace" if noreplace else None
+
+
+# What an entry's ``detail`` says, by verb (the rest record none).
+_DETAILS: dict[str, Callable[[tuple[Any, ...]], str | None]] = {
+    "open": _open_detail,
+    "setattr": _setattr_detail,
+    "rename": _rename_detail,
+    "symlink": lambda args: str(args[1]),  # the target
+    "mknod": lambda args: str(args[1]),  # what it makes: fifo, socket, char, block
+}

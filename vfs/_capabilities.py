@@ -21,6 +21,9 @@ safe default.
   what ``mknod(2)`` answers on a file system that does not hold that type of node.
 - :func:`make_link`: ``link`` where the tree has it (:class:`vfs.MakesLinks`), else ``EPERM``,
   what ``link(2)`` answers on a file system that does not support hard links.
+- :func:`read_bytes`: a file's exact bytes, for a tree whose ``read`` decodes text lossily
+  (``host_fs``: bytes that are not UTF-8 come back from ``read`` replaced). The tree's own
+  ``read_bytes`` when it has one, else ``read`` encoded (the tree's text is all there is).
 """
 
 from __future__ import annotations
@@ -28,8 +31,17 @@ from __future__ import annotations
 import errno
 from collections.abc import Awaitable, Callable, Mapping
 
+from ._content import encode_contents
 from ._errors import PathError
-from ._types import DirListing, FileInfo, NamedListing, OpenFile, PosixFileSystem, Special
+from ._types import (
+    DirListing,
+    FileInfo,
+    FileSystem,
+    NamedListing,
+    OpenFile,
+    PosixFileSystem,
+    Special,
+)
 
 ListInfo = Callable[[str], Awaitable[DirListing]]
 ListReusing = Callable[[str, Mapping[str, FileInfo]], Awaitable[NamedListing]]
@@ -97,3 +109,12 @@ async def make_link(tree: object, src: str, dst: str) -> None:
     if link is None:
         raise PathError(dst, errno=errno.EPERM)
     await link(src, dst)
+
+
+async def read_bytes(tree: FileSystem, path: str) -> bytes:
+    """The bytes of the file at ``path``: ``tree.read_bytes(path)`` where the tree has it, else
+    what ``read`` answers, encoded as ``write`` would store it."""
+    exact: Callable[[str], Awaitable[bytes]] | None = getattr(tree, "read_bytes", None)
+    if exact is not None:
+        return await exact(path)
+    return encode_contents(await tree.read(path))

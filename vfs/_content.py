@@ -32,6 +32,18 @@ def encode_contents(contents: str | bytes | bytearray | memoryview) -> bytes:
     raise TypeError(f"contents must be str or bytes, not {type(contents).__name__}")
 
 
+def contents_for(path: str, data: bytes) -> str | bytes:
+    """What to hand ``write`` for a file that should hold exactly ``data``: text when the bytes
+    are UTF-8 and the path is not an image (an eight-verb tree then stores ``str`` as it always
+    does), else the bytes themselves."""
+    if is_image_path(path):
+        return data
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return data
+
+
 def looks_binary(data: bytes) -> bool:
     """Whether grep should skip these bytes, as ripgrep does: a NUL in the first 8 KiB."""
     return b"\0" in data[:8192]

@@ -41,8 +41,9 @@ subtree's lower files, which a repository's directory renames keep small). ``O_E
 behave as on one filesystem.
 
 Reads go to the winning layer: ``stat``/``lstat``/``read``/``readlink``/``open`` of an unmodified
-file never touch the upper beyond one ``lstat``. ``list`` (and ``list_info``, from each layer's
-own) merges both layers' listings (upper wins, hidden names and the reserved name dropped). ``glob`` walks the merged view (``glob_tree``);
+file never touch the upper beyond one ``lstat``. ``list`` (and ``list_info``, and
+``list_info_reusing`` where a layer has it, from each layer's own) merges both layers' listings
+(upper wins, hidden names and the reserved name dropped). ``glob`` walks the merged view (``glob_tree``);
 ``grep`` and ``search`` run each layer natively (``max_results`` pushed down) and drop lower hits
 that the upper or a whiteout shadows (:func:`vfs._pushdown.refilled` keeps the pushdown exact).
 
@@ -61,15 +62,23 @@ import contextvars
 import errno
 import hashlib
 import itertools
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterable, Iterator
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Collection,
+    Iterable,
+    Iterator,
+    Mapping,
+)
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 import anyio
 import anyio.lowlevel
 
-from ._capabilities import buffers_writes, list_info_of, make_link, make_node
+from ._capabilities import buffers_writes, list_info_of, list_reusing_of, make_link, make_node
+from ._clock import now_ns
 from ._content import encode_contents
 from ._cow_meta import META_PATH, RESERVED, CowMeta, Stamp, Touched, TreeChange
 from ._errors import (
@@ -81,6 +90,7 @@ from ._errors import (
     PathError,
     PermissionDeniedError,
 )
+from ._forward import ForwardingFile, Verb, offer
 from ._match import compile_grep
 from ._merge import aclose, grep_key, merge_sorted, search_key, take
 from ._paths import (
@@ -94,6 +104,7 @@ from ._paths import (
 )
 from ._posix_view import posix_view
 from ._pushdown import refilled
+from ._resolve import drive, resolution
 from ._temp import temp_fs
 from ._types import (
     MISSING,
@@ -106,6 +117,7 @@ from ._types import (
     GrepQuery,
     GrepResult,
     Kind,
+    NamedListing,
     OpenFile,
     PosixFileSystem,
     SearchQuery,
@@ -120,7 +132,6 @@ RESERVED_NAME = RESERVED[1:]
 _META_TEMP = RESERVED + "/meta.json.tmp"
 _STAGE = RESERVED + "/stage"
 _CHUNK = 1 << 20
-_SYMLOOP_MAX = 40
 
 _UPPER = 0
 _LOWER = 1
@@ -170,6 +181,7 @@ class CowFileSystem:
         "_observers",
         "_persist",
         "_ready",
+        "_saved",
         "_staged",
         "_upper",
         "_upper_tree",
@@ -181,6 +193,7 @@ class CowFileSystem:
         self._lower = posix_view(lower)
         self._upper = posix_view(self._upper_tree)
         self._persist = upper is not None
+        self._saved: str | None = None  # the record as the upper holds it (when durable)
         self._meta = CowMeta()
         self._observers = Observers()
         self._dirs: set[str] = set()  # real merged directories, symlink-free (see docstring)
@@ -197,6 +210,8 @@ class CowFileSystem:
             self._lower.watch(self._from_lower)
         if isinstance(self._upper, Watchable):
             self._upper.watch(self._from_upper)
+        if list_reusing_of(self._lower) or list_reusing_of(self._upper):
+            offer(self, {"list_info_reusing": CowFileSystem._list_info_reusing})
 
     def __repr__(self) -> str:
         return f"cow_fs({self._lower_tree!r}, {self._upper_tree!r})"
@@ -234,7 +249,9 @@ class CowFileSystem:
             with self._quietly():
                 loaded = False
                 if self._persist and (await self._upper.lstat(META_PATH)).kind == "file":
-                    self._meta = CowMeta.loads((await _read_all(self._upper, META_PATH)).decode())
+                    text = (await _read_all(self._upper, META_PATH)).decode()
+                    self._meta = CowMeta.loads(text)
+                    self._saved = text
                     loaded = True
                 if not loaded:
                     await self._copy_root()
@@ -277,13 +294,19 @@ class CowFileSystem:
             await _remove_tree(self._upper, _STAGE, keep_root=True)
 
     async def _save(self) -> None:
-        """Write the record into a durable upper (write, then rename over the old one)."""
+        """Write the record into a durable upper (write, then rename over the old one), unless
+        the upper already holds it (most changes of files the upper made change no record)."""
         if not self._persist:
             return
+        text = self._meta.dumps()
+        if text == self._saved:
+            return
         with self._quietly():
-            await self._reserved_dir()
-            await self._upper.write(_META_TEMP, self._meta.dumps())
+            if self._saved is None:
+                await self._reserved_dir()
+            await self._upper.write(_META_TEMP, text)
             await self._upper.rename(_META_TEMP, META_PATH)
+        self._saved = text
 
     async def _reserved_dir(self) -> None:
         if (await self._upper.lstat(RESERVED)).kind != "directory":
@@ -332,9 +355,15 @@ class CowFileSystem:
         info = await self._lower.lstat(path)
         if not info.exists:
             return _Found(path, info, None)
+        return _Found(path, self._shown_lower(path, info), _LOWER)
+
+    def _shown_lower(self, path: str, info: FileInfo) -> FileInfo:
+        """What the merged view shows of the lower's entry at real path ``path``, whose
+        ``lstat`` is ``info``: not linked to its other names (see :func:`_unlinked`), with
+        the times set through this tree."""
         if info.linked_id is not None:
             info = _unlinked(info)
-        return _Found(path, self._touched(path, info) if self._meta.times else info, _LOWER)
+        return self._touched(path, info) if self._meta.times else info
 
     def _touched(self, path: str, info: FileInfo) -> FileInfo:
         """The lower's ``info`` at real path ``path``, with the times set through this tree."""
@@ -389,44 +418,19 @@ class CowFileSystem:
         return found
 
     async def _locate_links(self, path: str, follow: bool) -> _Found:
-        """:meth:`_locate` for a path through symlinks: targets resolve in the merged view,
-        absolute ones from this tree's root, ``..`` physically."""
-        stack = [ROOT]
-        pending = split_path(path)
-        pending.reverse()
-        hops = 0
-        while pending:
-            name = pending.pop()
-            if name in ("", "."):
-                continue
-            if name == "..":
-                if len(stack) > 1:
-                    stack.pop()
-                continue
-            here = join_path(stack[-1], name)
-            found = await self._direct(here)
-            last = not pending
-            if not found.info.exists:
-                if last:
-                    return found
-                raise FileNotFoundError(path)
-            if found.info.kind == "symlink" and (follow or not last):
-                hops += 1
-                if hops > _SYMLOOP_MAX:
-                    raise PathError(path, errno=errno.ELOOP)
-                target = await self._layer(found).readlink(here)
-                if target.startswith("/"):
-                    del stack[1:]
-                segments = target.split("/")
-                segments.reverse()
-                pending.extend(segments)
-                continue
-            if last:
-                return found
-            if found.info.kind != "directory":
-                raise NotADirectoryError(path)
-            stack.append(here)
-        return await self._direct(stack[-1])
+        """:meth:`_locate` for a path through symlinks, by :mod:`vfs._resolve`'s rules: targets
+        resolve in the merged view, absolute ones from this tree's root, ``..`` physically."""
+        seen: dict[str, _Found] = {}
+
+        async def kind(real: str) -> Kind:
+            found = seen[real] = await self._direct(real)
+            return found.info.kind
+
+        async def target(real: str) -> str:
+            return await self._layer(seen[real]).readlink(real)
+
+        found = (await drive(resolution(path, follow=follow), kind, target)).check(path)
+        return seen.get(found.path) or await self._direct(found.path)
 
     async def _locate_parent(self, path: str) -> str:
         """The real path of the directory that holds ``path`` (errors are about ``path``)."""
@@ -631,6 +635,20 @@ class CowFileSystem:
     async def list_info(self, prefix: str = ROOT) -> DirListing:
         """:meth:`list` with each entry's ``lstat``, from each layer's own ``list_info``."""
         path = normalize_path(prefix)
+        base = "/" if path == ROOT else path + "/"
+        return [
+            (DirEntry(base + name, info.kind), info)
+            for name, info in await self._merged_info(path, None)
+        ]
+
+    async def _list_info_reusing(self, prefix: str, known: Mapping[str, FileInfo]) -> NamedListing:
+        """``list_info_reusing`` (:class:`vfs.ListsReusing`), offered where a layer has it:
+        each layer's own (its ``list_info`` where it has none), merged as :meth:`list_info`.
+        A known FileInfo is what this tree showed, which a layer that reuses it answers only
+        for the file it saw then (the same ``file_id``)."""
+        return await self._merged_info(normalize_path(prefix), known)
+
+    async def _merged_info(self, path: str, known: Mapping[str, FileInfo] | None) -> NamedListing:
         await self._reading()
         try:
             found = await self._locate(path, follow=True)
@@ -641,23 +659,20 @@ class CowFileSystem:
         real = found.path
         merged: dict[str, FileInfo] = {}
         if found.layer == _UPPER:
-            for entry, info in await list_info_of(self._upper)(real):
-                merged[base_name(entry.path)] = info
+            for name, info in await _named_listing(self._upper, real, known):
+                merged[name] = info
             if real == ROOT:
                 merged.pop(RESERVED_NAME, None)
         if not self._meta.hides(real):
             hidden = self._meta.hidden
-            for entry, info in await list_info_of(self._lower)(real):
-                name = base_name(entry.path)
-                if name in merged or entry.path in hidden:
+            base = "/" if real == ROOT else real + "/"
+            for name, info in await _named_listing(self._lower, real, known):
+                if name in merged or base + name in hidden:
                     continue
                 if real == ROOT and name == RESERVED_NAME:
                     continue
-                if info.linked_id is not None:
-                    info = _unlinked(info)
-                merged[name] = self._touched(entry.path, info) if self._meta.times else info
-        base = "/" if path == ROOT else path + "/"
-        return [(DirEntry(base + name, merged[name].kind), merged[name]) for name in sorted(merged)]
+                merged[name] = self._shown_lower(base + name, info)
+        return [(name, merged[name]) for name in sorted(merged)]
 
     @property
     def buffers_writes(self) -> bool:
@@ -1134,7 +1149,7 @@ class CowFileSystem:
         mtime = (shown.mtime_ns or 0) if mtime_ns is None else mtime_ns
         atime = (shown.atime_ns or mtime) if atime_ns is None else atime_ns
         base = Stamp(lower.kind, lower.size, lower.mtime_ns or 0)  # what same_as compares
-        self._meta.times[path] = Touched(base, atime, mtime, time.time_ns())
+        self._meta.times[path] = Touched(base, atime, mtime, now_ns())
         await self._save()
         await self._observers.emit(path, "metadata")
         return self._touched(path, lower)
@@ -1268,38 +1283,45 @@ def _unlinked(info: FileInfo) -> FileInfo:
     return replace(info, file_id=None)
 
 
-class _LowerFile:
-    """A read-only handle on a lower file; it reads the upper copy once one is made."""
+class _LowerFile(ForwardingFile):
+    """A read-only handle on a lower file; it reads the upper copy once one is made. Its
+    ``stat`` (where the lower's files have one) answers what the merged view shows."""
 
-    __slots__ = ("_cow", "_file", "path")
+    __slots__ = ("_cow", "_rebound", "path")
 
     def __init__(self, cow: CowFileSystem, path: str, file: OpenFile) -> None:
         self._cow = cow
-        self._file = file
         self.path = path
+        self._rebound = False
+        self._forward_to(file)
 
     async def rebind(self, file: OpenFile) -> None:
-        old, self._file = self._file, file
+        old, self._inner = self._inner, file
+        self._rebound = True
         await old.close()
 
-    async def read(self, offset: int, size: int) -> bytes:
-        return await self._file.read(offset, size)
+    async def _around(self, verb: Verb, args: tuple[Any, ...]) -> Any:
+        if verb.changing:
+            raise PathError(self.path, errno=errno.EBADF)  # opened for reading only
+        if verb.kind == "closes":
+            self._cow._forget_handle(self)
+        elif verb.name == "stat":
+            if not self._rebound:
+                return self._cow._shown_lower(self.path, await verb.call(self._inner, args))
+            if getattr(self._inner, "stat", None) is None:  # an upper whose files cannot say
+                return await self._cow.lstat(self.path)
+        return await verb.call(self._inner, args)
 
-    async def write(self, offset: int, data: bytes) -> int:
-        raise PathError(self.path, errno=errno.EBADF)  # opened for reading only
 
-    async def truncate(self, size: int) -> None:
-        raise PathError(self.path, errno=errno.EBADF)
-
-    async def flush(self) -> None:
-        await self._file.flush()
-
-    async def fsync(self, datasync: bool = False) -> None:
-        await self._file.fsync(datasync)
-
-    async def close(self) -> None:
-        self._cow._forget_handle(self)
-        await self._file.close()
+async def _named_listing(
+    layer: PosixFileSystem, path: str, known: Mapping[str, FileInfo] | None
+) -> NamedListing:
+    """``layer``'s entries of directory ``path`` by name: reusing ``known`` where given and
+    the layer can, else its ``list_info``."""
+    reuse = None if known is None else list_reusing_of(layer)
+    if reuse is not None and known is not None:
+        return await reuse(path, known)
+    return [(base_name(entry.path), info) for entry, info in await list_info_of(layer)(path)]
 
 
 def _refuse_reserved(path: str) -> None:

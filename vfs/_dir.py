@@ -34,18 +34,36 @@ directory that left the root. Walks
 so they never descend a directory symlink; ``list``/``glob``/``grep`` roots and ``stat``/``read``
 follow symlinks (inside the tree).
 
-The daemon's own mountpoint. While ``vfs._hostdisk.guard_mountpoint`` has registered a directory,
-every path at or under it is hidden: missing for ``stat``/``read``, absent from walks, and
-``PermissionDeniedError`` for mutations. Resolution then adds ``RESOLVE_NO_XDEV`` (a path that
-crosses any mount is re-walked by hand, checking each mount crossing against the registered
-``(st_dev, st_ino)``, which ``readdir`` still reports for a covered directory) and, when a
-mountpoint lies under this root, ``RESOLVE_NO_SYMLINKS`` (a path through symlinks is re-walked by
-hand, which knows the canonical path to compare). Nothing is ever ``stat``ed across a mount
-crossing before it is checked. A final name is checked that way only in a directory holding a
-guarded mountpoint (by the identity of the mountpoint's parent, recorded by the guard): no other
-directory can have one among its names. The root itself must not be at or under a guarded mountpoint when
-the tree is made (to serve a directory over itself, make the tree before guarding and mounting:
-its descriptor then holds the covered directory).
+Mounts below the root. A tree does not descend into a mount below its root (as ``find -xdev``
+does not), unless made with ``cross_mounts=True``; and no tree ever reaches this process's own
+FUSE mountpoints (``vfs._disk.guard_mountpoint``, registered before the mount exists). Both
+are one mechanism: a hidden path is missing for ``stat``/``read``, absent from listings and walks,
+and ``PermissionDeniedError`` for mutations. It is needed because a FUSE daemon makes these
+syscalls on its event loop's thread: through its own mount the request comes back to that
+thread, and through a second FUSE mount whose tree reaches back into the first, each daemon waits
+for the other, for ever.
+
+What is hidden comes from two snapshots, compared by identity on every operation (no syscall):
+the guard's registrations and, unless crossing, the mount table (``vfs._mounts.mountpoints``, at
+most ``FRESH_FOR`` seconds old). From them :meth:`DirFileSystem._guards` makes a
+``vfs._disk.GuardView``: guarded tree paths, and the ``(st_dev, st_ino)`` of every hidden
+mountpoint's covered directory and of the directory holding it, taken without touching the mount
+(``readdir`` of the holder reports the covered directory's inode). While anything is hidden,
+resolution adds ``RESOLVE_NO_XDEV``: a path that crosses any mount is re-walked by hand, one
+segment at a time, and a crossing is hidden when the tree hides every mount (else when it is a
+guarded mountpoint by its identity). When a guarded mountpoint lies under this root,
+``RESOLVE_NO_SYMLINKS`` too (a path through symlinks is re-walked by hand, which knows the
+canonical path to compare: a guarded directory is hidden before it is mounted on). Nothing is
+ever ``stat``ed across a mount crossing before it is checked. A final name is checked that way
+only in a directory holding a hidden mountpoint (by its identity): no other directory can have
+one among its names. Listings drop hidden names by the identity ``readdir`` reports, before
+anything is ``stat``ed. A mount made after the last look at the table is refused at once inside
+a path while the tree hides anything at all (as a daemon's tree always does: its own mountpoint),
+since resolution then crosses no mount; as a final name or a listed entry, and in a tree that hid
+nothing until then, it is caught once the snapshot has caught up (within ``FRESH_FOR``). The root itself must not be at or
+under a guarded mountpoint when the tree is made (to serve a directory over itself, make the tree
+before guarding and mounting: its descriptor then holds the covered directory); a root that is
+itself a mount, or lies inside one, is fine.
 
 ``read_only=True`` refuses every mutation with ``ReadOnlyMountError`` before touching the disk;
 handles are opened read-only.
@@ -68,7 +86,7 @@ I/O policy. Local-disk syscalls are short and bounded, so they run directly on t
 thread (a worker-thread hop costs more than the syscall it would carry). ``fsync`` and reads of
 big files go to a worker thread; walks yield to the loop every few dozen entries.
 
-Errors are translated from ``OSError`` by errno in this module only (``vfs._hostdisk.os_error``),
+Errors are translated from ``OSError`` by errno in this module only (``vfs._disk.os_error``),
 always about the tree path (``/a.txt``), never the host path.
 """
 
@@ -88,16 +106,9 @@ import anyio.lowlevel
 import anyio.to_thread
 
 from ._content import decode_contents, encode_contents
-from ._errors import (
-    FileNotFoundError,
-    InvalidPathError,
-    IsADirectoryError,
-    PathError,
-    PermissionDeniedError,
-    ReadOnlyMountError,
-    UnsafePathError,
-)
-from ._hostdisk import (
+from ._disk import (
+    NODE_PLACEHOLDER_MODE,
+    NODE_XATTR,
     O_CLOEXEC,
     O_DIR,
     O_PATH,
@@ -110,6 +121,7 @@ from ._hostdisk import (
     RESOLVE_NO_XDEV,
     GuardView,
     Mountpoint,
+    as_node,
     chmod_nofollow,
     file_info,
     glob_fd,
@@ -117,20 +129,36 @@ from ._hostdisk import (
     guard_view,
     guarded_mountpoints,
     have_openat2,
+    is_node_placeholder,
     list_fd,
     list_info_fd,
     memory_backed,
+    mounts_below,
+    node_record,
     openat2,
     os_error,
     raise_errno,
+    read_node,
     read_whole,
     renameat2,
+    with_mounts,
     write_all,
     write_error,
     write_file_at,
 )
+from ._errors import (
+    FileNotFoundError,
+    InvalidPathError,
+    IsADirectoryError,
+    PathError,
+    PermissionDeniedError,
+    ReadOnlyMountError,
+    UnsafePathError,
+)
 from ._match import compile_glob, compile_grep
+from ._mounts import mountpoints
 from ._paths import ROOT, base_name, is_under, join_path, normalize_path, parent_path, split_path
+from ._resolve import drive_sync, resolution
 from ._types import (
     MISSING,
     SPECIAL_TYPE_BITS,
@@ -140,6 +168,7 @@ from ._types import (
     FileInfo,
     GrepQuery,
     GrepResult,
+    Kind,
     NamedListing,
     OpenFile,
     SearchQuery,
@@ -147,10 +176,58 @@ from ._types import (
     Special,
     dir_listing,
 )
+from ._walk import glob_start
 from ._watch import Observers
 
-_MAX_LINKS = 40
-_HOST_NODE_TYPES = frozenset({"fifo", "socket"})  # never device nodes: see DirFileSystem.mknod
+_HOST_NODE_TYPES = frozenset({"fifo", "socket"})  # device nodes are emulated: DirFileSystem.mknod
+
+
+def _info_at(st: os.stat_result, dirfd: int, name: str) -> FileInfo:
+    """The FileInfo of the entry ``name`` in ``dirfd`` that ``st`` describes (an emulated device
+    node shown as one)."""
+    info = file_info(st)
+    return as_node(info, f"/proc/self/fd/{dirfd}/{name}") if is_node_placeholder(st) else info
+
+
+def _info_fd(st: os.stat_result, fd: int) -> FileInfo:
+    info = file_info(st)
+    return as_node(info, f"/proc/self/fd/{fd}", follow=True) if is_node_placeholder(st) else info
+
+
+def _make_node_placeholder(dirfd: int, name: str, special: Special, rdev: int, mode: int) -> None:
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | O_CLOEXEC
+    fd = os.open(name, flags, 0o600, dir_fd=dirfd)
+    try:
+        os.fchmod(fd, NODE_PLACEHOLDER_MODE)
+        os.setxattr(fd, NODE_XATTR, node_record(special, rdev, mode))
+    except OSError as error:
+        os.close(fd)
+        fd = -1
+        with contextlib.suppress(OSError):
+            os.unlink(name, dir_fd=dirfd)
+        if error.errno in (errno.ENOTSUP, errno.EOPNOTSUPP):
+            raise_errno(errno.EPERM)  # no user xattrs here: no way to keep a node
+        raise
+    finally:
+        if fd >= 0:
+            os.close(fd)
+
+
+def _set_node_mode(dirfd: int, name: str, mode: int) -> bool:
+    """Change the recorded mode of an emulated device node (its placeholder keeps its own);
+    False when ``name`` is no such node."""
+    st = os.stat(name, dir_fd=dirfd, follow_symlinks=False)
+    if not is_node_placeholder(st):
+        return False
+    where = f"/proc/self/fd/{dirfd}/{name}"
+    node = read_node(where, follow=False)
+    if node is None:
+        return False
+    special, rdev, _ = node
+    os.setxattr(where, NODE_XATTR, node_record(special, rdev, mode), follow_symlinks=False)
+    return True
+
+
 _DIR_CACHE_SIZE = 64  # directory descriptors a tree keeps open for resolving parents
 _DIR_CACHE_TTL = 1.0  # seconds a cached directory is trusted to still be at its tree path
 _RETRIES = 8
@@ -163,15 +240,26 @@ class _Hidden(Exception):
 
 
 def dir_fs(
-    path: str | os.PathLike[str], *, read_only: bool = False, strict: bool = False
+    path: str | os.PathLike[str],
+    *,
+    read_only: bool = False,
+    cross_mounts: bool = False,
+    strict: bool = False,
 ) -> DirFileSystem:
     """The host directory ``path`` as a tree rooted at ``/`` (see the module docstring; ``strict``:
     its strict mode, which follows no symlink, crosses no mount and sets no set-id bit).
 
+    Mounts below ``path`` are not part of the tree, as ``find -xdev`` leaves them out: a
+    mountpoint is missing for ``stat``/``read``, absent from listings and walks, and
+    ``PermissionDeniedError`` for changes. With ``cross_mounts=True`` the tree shows what is
+    mounted there instead (only this process's own FUSE mountpoints stay hidden); a tree that
+    serves a mount must then not reach another mount that can reach it back, or both wait for
+    each other.
+
     Raises ``FileNotFoundError``/``NotADirectoryError`` (about the host path) when ``path`` is not
     a directory, and ``PermissionDeniedError`` when it is at or under a guarded mountpoint.
     """
-    return DirFileSystem(path, read_only=read_only, strict=strict)
+    return DirFileSystem(path, read_only=read_only, cross_mounts=cross_mounts, strict=strict)
 
 
 class DirFileSystem:
@@ -181,9 +269,12 @@ class DirFileSystem:
     __slots__ = (
         "__weakref__",
         "_close",
+        "_cross_mounts",
         "_dirs",
         "_guard_snapshot",
         "_guard_view",
+        "_mounts_below",
+        "_mounts_snapshot",
         "_observers",
         "_openat2",
         "_origin",
@@ -203,6 +294,7 @@ class DirFileSystem:
         path: str | os.PathLike[str],
         *,
         read_only: bool = False,
+        cross_mounts: bool = False,
         use_openat2: bool | None = None,
         strict: bool = False,
     ) -> None:
@@ -222,11 +314,15 @@ class DirFileSystem:
             self._close()
             raise PermissionDeniedError(host) from None
         self._read_only = read_only
+        # Strict mode refuses mounts (UnsafePathError) rather than leave them out.
+        self._cross_mounts = cross_mounts or strict
         self._observers = Observers()
         self._openat2 = have_openat2() if use_openat2 is None else use_openat2 and have_openat2()
         self._guard_snapshot: tuple[Mountpoint, ...] = ()
         self._guard_view: GuardView | None = None
-        self._root_checks_names = False  # the root holds a guarded mountpoint
+        self._mounts_snapshot: tuple[str, ...] = ()  # the mount table the view was made from
+        self._mounts_below: tuple[str, ...] = ()  # its mountpoints below the root (tree paths)
+        self._root_checks_names = False  # the root holds a hidden mountpoint
         self._strict = strict
         self._root_mount = _mount_id(root) if strict else -1
         self._origin: DirFileSystem | None = None
@@ -242,10 +338,13 @@ class DirFileSystem:
         view._close = weakref.finalize(view, _close_all, root, OrderedDict())
         view._real = self._real
         view._read_only = self._read_only
+        view._cross_mounts = True  # not hidden: strict mode refuses every mount crossing, loudly
         view._observers = self._observers
         view._openat2 = self._openat2
         view._guard_snapshot = ()
         view._guard_view = None
+        view._mounts_snapshot = ()
+        view._mounts_below = ()
         view._root_checks_names = False
         view._strict = True
         view._root_mount = _mount_id(root)
@@ -263,10 +362,10 @@ class DirFileSystem:
         self._close()
 
     def __repr__(self) -> str:
-        flag = ", read_only=True" if self._read_only else ""
-        if self._strict:
-            flag += ", strict=True"
-        return f"dir_fs({self._real!r}{flag})"
+        flags = ", read_only=True" if self._read_only else ""
+        flags += ", strict=True" if self._strict else ""
+        flags += ", cross_mounts=True" if self._cross_mounts and not self._strict else ""
+        return f"dir_fs({self._real!r}{flags})"
 
     def watch(self, callback: ChangeCallback) -> Callable[[], None]:
         return self._observers.subscribe(callback)
@@ -304,12 +403,12 @@ class DirFileSystem:
             try:
                 with self._at(path, None, looking=True) as (dirfd, name):
                     found = os.stat(name, dir_fd=dirfd, follow_symlinks=False)
+                    if not stat.S_ISLNK(found.st_mode):
+                        return _info_at(found, dirfd, name)
             except OSError as error:
                 if error.errno in _MISSING:
                     return MISSING
                 raise os_error(error, path) from None
-            if not stat.S_ISLNK(found.st_mode):
-                return file_info(found)
         try:
             fd, _ = self._open(path, O_PATH, guard)
         except _Hidden:
@@ -319,16 +418,16 @@ class DirFileSystem:
                 return MISSING
             raise os_error(error, path) from None
         try:
-            return file_info(os.fstat(fd))
+            return _info_fd(os.fstat(fd), fd)
         finally:
             os.close(fd)
 
     async def glob(self, pattern: str, dir: str = ROOT) -> AsyncIterator[DirEntry]:
         directory = normalize_path(dir)
         plan = compile_glob(pattern)
-        start = directory
-        for segment in plan.literal_prefix:
-            start = join_path(start, segment)
+        start = await glob_start(self.lstat, directory, plan.literal_prefix)
+        if start is None:
+            return
         guard = self._guards()
         try:
             fd, canonical = self._open(normalize_path(start), O_DIR, guard)
@@ -406,6 +505,8 @@ class DirFileSystem:
 
     async def delete(self, path: str) -> None:
         path = normalize_path(path)
+        if self._read_only and not (await self.lstat(path)).exists:
+            raise FileNotFoundError(path)  # nothing to refuse: the contract's answer is "missing"
         self._refuse_read_only(path)
         if path == ROOT:
             raise PathError(path, errno=errno.EBUSY)
@@ -439,7 +540,8 @@ class DirFileSystem:
             fast = None if path == ROOT else self._in_parent(path, guard)
             if fast is not None:
                 # One fstatat in the (cached) parent directory.
-                return file_info(os.stat(fast[1], dir_fd=fast[0], follow_symlinks=False))
+                found = os.stat(fast[1], dir_fd=fast[0], follow_symlinks=False)
+                return _info_at(found, fast[0], fast[1])
             # The entry itself, resolved once under the confinement rules with a final symlink
             # not followed, then fstat: fewer calls than resolving the parent and, under a
             # guard, checking the final name for a mount crossing separately.
@@ -451,7 +553,7 @@ class DirFileSystem:
                 return MISSING
             raise os_error(error, path) from None
         try:
-            return file_info(os.fstat(fd))
+            return _info_fd(os.fstat(fd), fd)
         finally:
             os.close(fd)
 
@@ -637,7 +739,7 @@ class DirFileSystem:
                         os.close(fd)
                 if uid is not None or gid is not None:
                     _chown_at(dirfd, name, uid, gid)  # before chmod: chown clears set-id bits
-                if mode is not None:
+                if mode is not None and not _set_node_mode(dirfd, name, self._mode_bits(mode)):
                     chmod_nofollow(dirfd, name, self._mode_bits(mode))
                 if atime_ns is not None or mtime_ns is not None:
                     if atime_ns is None or mtime_ns is None:
@@ -645,7 +747,8 @@ class DirFileSystem:
                         atime_ns = now.st_atime_ns if atime_ns is None else atime_ns
                         mtime_ns = now.st_mtime_ns if mtime_ns is None else mtime_ns
                     os.utime(name, ns=(atime_ns, mtime_ns), dir_fd=dirfd, follow_symlinks=False)
-                info = file_info(os.stat(name, dir_fd=dirfd, follow_symlinks=False))
+                found = os.stat(name, dir_fd=dirfd, follow_symlinks=False)
+                info = _info_at(found, dirfd, name)
         except OSError as error:
             raise os_error(error, path) from None
         if size is not None:
@@ -681,19 +784,24 @@ class DirFileSystem:
         uid: int | None = None,
         gid: int | None = None,
     ) -> None:
-        """A FIFO or a socket in the host directory; device nodes are refused (``EPERM``): one
-        made here would be a real device on the host for anyone who can open it there."""
+        """A FIFO or a socket in the host directory. A device node is never made on the host (it
+        would be a real device there for anyone who can open it): it is emulated by an empty
+        regular file (mode 1600) recording the node in an xattr (see ``vfs._disk``), and is
+        shown as the node; where the host has no user xattrs, it is refused (``EPERM``)."""
         path = normalize_path(path)
         self._refuse_read_only(path)
-        if special not in _HOST_NODE_TYPES:
-            raise PathError(path, errno=errno.EPERM)
         try:
             with self._at(path, self._guards(), denied=path) as (dirfd, name):
-                # Private until it has its owner, as files are (see open).
-                os.mknod(name, SPECIAL_TYPE_BITS[special] | 0o600, dir_fd=dirfd)
-                if uid is not None or gid is not None:
-                    _chown_at(dirfd, name, uid, gid)
-                chmod_nofollow(dirfd, name, self._mode_bits(mode))
+                if special not in _HOST_NODE_TYPES:
+                    _make_node_placeholder(dirfd, name, special, rdev, self._mode_bits(mode))
+                    if uid is not None or gid is not None:
+                        _chown_at(dirfd, name, uid, gid)
+                else:
+                    # Private until it has its owner, as files are (see open).
+                    os.mknod(name, SPECIAL_TYPE_BITS[special] | 0o600, dir_fd=dirfd)
+                    if uid is not None or gid is not None:
+                        _chown_at(dirfd, name, uid, gid)
+                    chmod_nofollow(dirfd, name, self._mode_bits(mode))
         except OSError as error:
             raise os_error(error, path) from None
         self._forget_dirs(path)  # a directory removed behind the tree's back may be cached
@@ -721,16 +829,29 @@ class DirFileSystem:
             raise ReadOnlyMountError(path)
 
     def _guards(self) -> GuardView | None:
+        """What this tree hides now: guarded mountpoints and, unless it crosses mounts, every
+        mount below its root; ``None`` when that is nothing. The same object until one of the
+        two snapshots it is made from changes (two identity checks per operation)."""
         snapshot = guarded_mountpoints()
-        if not snapshot:
-            return None
-        if snapshot is not self._guard_snapshot:
-            view = guard_view(snapshot, self._real)
+        mounts = () if self._cross_mounts else mountpoints()
+        if snapshot is self._guard_snapshot and mounts is self._mounts_snapshot:
+            return self._guard_view
+        real = _fd_path(self._root, self._real)  # where the root is now
+        below = mounts_below(mounts, real)
+        if snapshot is not self._guard_snapshot or below != self._mounts_below:
+            view = guard_view(snapshot, real) if snapshot else None
+            if below or (view is not None and not self._cross_mounts):
+                # Hiding every mount also refuses, while resolving, one the table lists not yet.
+                view = with_mounts(view, self._root, below, use_openat2=self._openat2)
             root = os.fstat(self._root)
             self._forget_dirs(ROOT)  # cached under the old view: no name checks recorded
-            self._root_checks_names = (root.st_dev, root.st_ino) in view.parents
+            self._root_checks_names = (
+                view is not None and (root.st_dev, root.st_ino) in view.parents
+            )
             self._guard_view = view
             self._guard_snapshot = snapshot
+            self._mounts_below = below
+        self._mounts_snapshot = mounts
         return self._guard_view
 
     def _cached_dir(self, path: str, guard: GuardView | None) -> _CachedDir | None:
@@ -898,75 +1019,51 @@ class DirFileSystem:
     def _walk(
         self, path: str, flags: int, guard: GuardView | None, follow: bool, mode: int
     ) -> tuple[int, str]:
-        """Resolve ``path`` one segment at a time, confined to the root, as ``openat2`` would."""
-        pending = split_path(path)[::-1]
-        dirs: list[int] = []  # open directories below the root, deepest last
-        names: list[str] = []  # their names: the canonical path so far
-        links = 0
-        try:
-            while pending:
-                name = pending.pop()
-                if name in ("", "."):
-                    continue
-                if name == "..":
-                    if dirs:
-                        os.close(dirs.pop())
-                        names.pop()
-                    continue
-                top = dirs[-1] if dirs else self._root
-                canonical = "/" + "/".join([*names, name])
-                last = not pending
-                if last and not follow:
-                    self._check_name(top, name, canonical, guard)
-                    fd = os.open(name, flags | os.O_NOFOLLOW | O_CLOEXEC, mode, dir_fd=top)
-                    return self._same_mount(fd, path), canonical
-                try:
-                    fd = self._same_mount(self._step(top, name, canonical, guard), path)
-                except builtins.FileNotFoundError:
-                    if last and flags & os.O_CREAT:
-                        fd = os.open(name, flags | os.O_NOFOLLOW | O_CLOEXEC, mode, dir_fd=top)
-                        return fd, canonical
-                    raise
-                info = os.fstat(fd)
-                if stat.S_ISLNK(info.st_mode):
-                    os.close(fd)
-                    if self._strict:
-                        raise UnsafePathError(path, errno=errno.ELOOP)
-                    links += 1
-                    if links > _MAX_LINKS:
-                        raise_errno(errno.ELOOP)
-                    target = os.readlink(name, dir_fd=top)
-                    if target.startswith("/"):  # absolute: from this tree's root
-                        while dirs:
-                            os.close(dirs.pop())
-                        names.clear()
-                    pending.extend(reversed(target.split("/")))
-                    continue
-                if guard is not None and guard.hides_identity(info.st_dev, info.st_ino):
-                    os.close(fd)
-                    raise _Hidden
-                if last:
-                    if flags & os.O_CREAT and flags & os.O_EXCL:
-                        os.close(fd)
-                        raise_errno(errno.EEXIST)
-                    if flags & O_PATH:
-                        if flags & os.O_DIRECTORY and not stat.S_ISDIR(info.st_mode):
-                            os.close(fd)
-                            raise_errno(errno.ENOTDIR)
-                        return fd, canonical
-                    os.close(fd)
-                    reopened = os.open(name, flags | os.O_NOFOLLOW | O_CLOEXEC, mode, dir_fd=top)
-                    return reopened, canonical
-                if not stat.S_ISDIR(info.st_mode):
-                    os.close(fd)
-                    raise_errno(errno.ENOTDIR)
-                dirs.append(fd)
-                names.append(name)
-            top = dirs[-1] if dirs else self._root
-            return os.open(".", flags | O_CLOEXEC, mode, dir_fd=top), "/" + "/".join(names)
-        finally:
-            for fd in dirs:
+        """Resolve ``path`` one segment at a time, confined to the root, as ``openat2`` would:
+        :mod:`vfs._resolve`'s rules, answered with ``O_PATH | O_NOFOLLOW`` descriptors of each
+        real directory (never a path longer than one name, so past ``PATH_MAX`` too)."""
+        dirs: dict[str, int] = {ROOT: self._root}  # the real directories reached, open
+
+        def kind(real: str) -> Kind:
+            try:
+                step = self._step(dirs[parent_path(real)], base_name(real), real, guard)
+            except builtins.FileNotFoundError:
+                return "missing"
+            fd = self._same_mount(step, path)
+            info = os.fstat(fd)
+            if stat.S_ISLNK(info.st_mode):
                 os.close(fd)
+                return "symlink"
+            if guard is not None and guard.hides_identity(info.st_dev, info.st_ino):
+                os.close(fd)
+                raise _Hidden
+            if stat.S_ISDIR(info.st_mode):
+                dirs[real] = fd
+                return "directory"
+            os.close(fd)
+            return "file"
+
+        def target(real: str) -> str:  # asked only of a link the resolution follows
+            if self._strict:
+                raise UnsafePathError(path, errno=errno.ELOOP)
+            return os.readlink(base_name(real), dir_fd=dirs[parent_path(real)])
+
+        try:
+            found = drive_sync(resolution(path, follow=follow), kind, target).check(path)
+            if found.path == ROOT:
+                return os.open(".", flags | O_CLOEXEC, mode, dir_fd=self._root), ROOT
+            if found.kind != "missing" and flags & os.O_CREAT and flags & os.O_EXCL:
+                raise_errno(errno.EEXIST)
+            if found.kind == "missing" and not flags & os.O_CREAT:
+                raise_errno(errno.ENOENT)
+            parent = dirs[parent_path(found.path)]
+            name = base_name(found.path)
+            fd = os.open(name, flags | os.O_NOFOLLOW | O_CLOEXEC, mode, dir_fd=parent)
+            return self._same_mount(fd, path), found.path
+        finally:
+            for real, fd in dirs.items():
+                if real != ROOT:
+                    os.close(fd)
 
     def _step(self, top: int, name: str, canonical: str, guard: GuardView | None) -> int:
         """``O_PATH | O_NOFOLLOW`` descriptor of ``name`` in ``top``, refusing guarded places
@@ -982,7 +1079,7 @@ class DirFileSystem:
             except OSError as error:
                 if error.errno != errno.EXDEV:
                     raise
-            if _covered_by_guard(top, name, guard):
+            if guard.hides_mounts or _covered_by_guard(top, name, guard):
                 raise _Hidden
         elif _same_device_as_guard(top, guard) and _covered_by_guard(top, name, guard):
             raise _Hidden

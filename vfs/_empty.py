@@ -14,9 +14,9 @@ from __future__ import annotations
 import errno
 import os
 from collections.abc import AsyncIterator, Callable
-from time import time_ns
 from typing import NoReturn
 
+from ._clock import now_ns
 from ._errors import FileNotFoundError, IsADirectoryError, PathError, ReadOnlyMountError
 from ._match import compile_grep
 from ._paths import ROOT, normalize_path
@@ -43,7 +43,7 @@ class EmptyFileSystem:
     buffers_writes = False
 
     def __init__(self) -> None:
-        now = time_ns()
+        now = now_ns()
         self._root = FileInfo(
             "directory",
             40,  # an empty tmpfs directory's size
@@ -93,6 +93,8 @@ class EmptyFileSystem:
         self._refuse(path)
 
     async def delete(self, path: str) -> None:
+        if normalize_path(path) != ROOT:
+            raise FileNotFoundError(normalize_path(path))  # missing, as every path but the root
         self._refuse(path)
 
     async def search(self, query: SearchQuery) -> AsyncIterator[SearchResult]:

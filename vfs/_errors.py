@@ -2,7 +2,9 @@
 
 Every error a FileSystem raises about a path is a :class:`PathError`: it carries ``path`` (the
 absolute posix path it is about) and ``errno`` (what a POSIX mount answers for it), and
-``str(error)`` is exactly the contract's message, so a synthesized tool can show it as-is.
+``str(error)`` is exactly the contract's message, so a synthesized tool can show it as-is. An
+error with no message of its own says what happened in words (``os.strerror``): ``device or
+resource busy: /repo``, ``input/output error: /a.txt``.
 
 Each leaf also subclasses the matching builtin (``vfs.FileNotFoundError`` is caught by
 ``except builtins.FileNotFoundError``); all of them are ``OSError``s, so ``except OSError`` and
@@ -17,6 +19,7 @@ from __future__ import annotations
 import builtins
 import copy
 import errno as _errno
+import os
 from typing import ClassVar
 
 
@@ -35,7 +38,7 @@ class PathError(OSError):
         self.strerror = self._message()
 
     def _message(self) -> str:
-        return f"{_errno.errorcode.get(self.errno or 0, 'error').lower()}: {self.path}"
+        return f"{_what_happened(self.errno)}: {self.path}"
 
     def __str__(self) -> str:
         return self._message()
@@ -54,6 +57,12 @@ class PathError(OSError):
         clone.filename = new_path
         clone.strerror = clone._message()
         return clone
+
+
+def _what_happened(code: int | None) -> str:
+    """What ``code`` means, in words (``EBUSY``: "device or resource busy")."""
+    words = os.strerror(code or _errno.EIO)
+    return words[:1].lower() + words[1:]
 
 
 def _rebuild(cls: type[PathError], code: int, state: dict[str, object]) -> PathError:
@@ -234,3 +243,28 @@ class FileTooLargeError(PathError):
 
     def _message(self) -> str:
         return f"file too large: {self.path}"
+
+
+# What a tree raises when it could not answer at all (a store that is down or unreachable, a
+# mount whose daemon died, broken I/O), as opposed to an answer about the path.
+UNAVAILABLE_ERRNOS = frozenset(
+    {
+        _errno.EIO,
+        _errno.ENOTCONN,
+        _errno.ETIMEDOUT,
+        _errno.EHOSTDOWN,
+        _errno.EHOSTUNREACH,
+        _errno.ENETDOWN,
+        _errno.ENETUNREACH,
+        _errno.ECONNREFUSED,
+        _errno.ECONNRESET,
+        _errno.ECONNABORTED,
+    }
+)
+
+
+def is_answer(error: BaseException) -> bool:
+    """Whether ``error`` is a tree's answer about a path (``not found``, an invalid pattern...)
+    rather than the tree failing to answer: a :class:`PathError` whose errno is not one of
+    :data:`UNAVAILABLE_ERRNOS`. Anything else is a failure (a backend that is down)."""
+    return isinstance(error, PathError) and error.errno not in UNAVAILABLE_ERRNOS

@@ -23,9 +23,10 @@ cleanly); ``search`` is empty.
 ``host_fs`` implements the eight verbs and :class:`vfs.Watchable`: it reports the changes made
 through it, and when the store offers ``watch(scope, callback)`` (an optional extra of
 :class:`HostFilesApi`; :class:`vfs.S3HostFiles` has it) also the changes the store noticed other
-writers made. A failed write keeps the store's errno (``ESTALE`` for a lost race there). The POSIX extension is left to
-:func:`vfs.posix_view`, whose buffered handles write back through ``write`` and so get the same
-compare-and-swap.
+writers made. A failed write keeps the store's errno (``ESTALE`` for a lost race there). The
+POSIX extension is left to :func:`vfs.posix_view`, whose buffered handles load the exact bytes
+(``read_bytes``: ``read`` decodes text, replacing bytes that are not UTF-8) and write back through
+``write``, so they get the same compare-and-swap.
 
 :class:`InMemoryHostFiles` is an in-process :class:`HostFilesApi` for tests and harness authors.
 Calling its methods directly plays "another writer".
@@ -43,7 +44,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Se
 from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
-from ._content import decode_contents, encode_contents
+from ._content import decode_contents, encode_contents, is_image_path
 from ._errors import (
     DirectoryNotEmptyError,
     FileNotFoundError,
@@ -51,7 +52,7 @@ from ._errors import (
     NotADirectoryError,
     WriteFailedError,
 )
-from ._match import compile_glob, compile_grep, compile_grep_glob, grep_lines
+from ._match import compile_glob, compile_grep, compile_grep_glob, grep_bytes
 from ._paths import (
     ROOT,
     base_name,
@@ -204,13 +205,19 @@ class HostFileSystem:
 
     async def read(self, path: str) -> str | bytes:
         path = normalize_path(path)
+        return decode_contents(path, await self.read_bytes(path))
+
+    async def read_bytes(self, path: str) -> bytes:
+        """The file's exact bytes (``read`` decodes text, replacing what is not UTF-8); the
+        etag is cached as ``read`` caches it."""
+        path = normalize_path(path)
         try:
             found = await self._files.read(self._scope, path)
         except builtins.FileNotFoundError:
             self._etags.pop(path, None)  # it is gone: nothing left to compare against
             raise FileNotFoundError(path) from None
         self._etags[path] = found.etag
-        return decode_contents(path, found.content)
+        return found.content
 
     async def grep(self, query: GrepQuery) -> AsyncIterator[GrepResult]:
         root = normalize_path(query.path)
@@ -243,13 +250,13 @@ class HostFileSystem:
     async def _grep_file(
         self, path: str, regex: re.Pattern[str], limit: int | None
     ) -> builtins.list[GrepResult]:
+        if is_image_path(path):
+            return []  # images are not searched
         try:
-            text = await self.read(path)
+            data = await self.read_bytes(path)
         except builtins.FileNotFoundError:
             return []  # removed while we walked
-        if not isinstance(text, str) or "\0" in text[:8192]:
-            return []  # images and binary files are not searched
-        hits = [GrepResult(path, number, line) for number, line in grep_lines(text, regex)]
+        hits = [GrepResult(path, number, line) for number, line in grep_bytes(data, regex)]
         return hits if limit is None else hits[:limit]
 
     async def _walk(self, directory: str, max_depth: int | None) -> AsyncGenerator[DirEntry, None]:

@@ -8,7 +8,8 @@ file tools see it. It is not confined (it *is* the host disk) and it speaks host
 * A relative path resolves against ``cwd``; an absolute path is used as-is; ``""`` and ``"."``
   (and every omitted optional scope) mean ``cwd``. ``..`` is resolved lexically
   (``os.path.normpath``), as the native tools do, not by the kernel. A NUL byte or a segment
-  longer than 255 bytes is refused with ``InvalidPathError``, as every tree refuses them.
+  longer than 255 bytes (or a lone surrogate that names no byte) is refused with
+  ``InvalidPathError``, as every tree refuses them.
 * Yielded paths are host paths (``/home/me/repo/src/a.py``), never rewritten to ``/``.
 * ``list``/``glob``/``grep`` do not descend directory symlinks (``memory/`` included: it is
   listed as ``symlink``), exactly like native LS/Glob/Grep; an exact-path ``read``/``stat``, and
@@ -18,9 +19,10 @@ file tools see it. It is not confined (it *is* the host disk) and it speaks host
 * ``search`` is empty: the host index is the native tool's business.
 
 The walks, the atomic ``write`` and the error translation are shared with ``dir_fs``
-(``vfs._hostdisk``), including the I/O policy (syscalls inline on the event loop, long walks
+(``vfs._disk``), including the I/O policy (syscalls inline on the event loop, long walks
 yield, big reads on a worker thread) and the mountpoint guard (walks skip a directory this process
-is serving as a FUSE mount, so they never read through it).
+is serving as a FUSE mount, so they never read through it). Unlike ``dir_fs`` it crosses every
+other mount, as the native tools do: it is the host disk, mounts included.
 """
 
 from __future__ import annotations
@@ -35,8 +37,8 @@ from collections.abc import AsyncIterator
 import anyio.lowlevel
 
 from ._content import decode_contents, encode_contents
-from ._errors import DirectoryNotEmptyError, FileNotFoundError, InvalidPathError
-from ._hostdisk import (
+from ._dir import DiskFile
+from ._disk import (
     O_CLOEXEC,
     O_DIR,
     O_PATH,
@@ -53,9 +55,21 @@ from ._hostdisk import (
     write_error,
     write_file_at,
 )
+from ._errors import DirectoryNotEmptyError, FileNotFoundError, InvalidPathError
 from ._match import compile_glob, compile_grep
-from ._paths import NAME_MAX, join_path
-from ._types import MISSING, DirEntry, FileInfo, GrepQuery, GrepResult, SearchQuery, SearchResult
+from ._paths import join_path, segment_size
+from ._types import (
+    MISSING,
+    DirEntry,
+    FileInfo,
+    GrepQuery,
+    GrepResult,
+    OpenFile,
+    SearchQuery,
+    SearchResult,
+)
+from ._walk import glob_start
+from ._watch import Observers
 
 _MISSING = frozenset({errno.ENOENT, errno.ENOTDIR, errno.ELOOP})
 
@@ -91,8 +105,7 @@ class LocalFileSystem:
         if host.startswith("//"):
             host = "/" + host.lstrip("/")  # POSIX lets "//" mean something else; Linux does not
         for segment in host.split("/"):
-            if len(segment.encode("utf-8", "surrogateescape")) > NAME_MAX:
-                raise InvalidPathError(host, f"path segment longer than {NAME_MAX} bytes")
+            segment_size(segment, host)
         return host
 
     async def list(self, prefix: str = "") -> AsyncIterator[DirEntry]:
@@ -126,7 +139,9 @@ class LocalFileSystem:
     async def glob(self, pattern: str, dir: str = "") -> AsyncIterator[DirEntry]:
         directory = self.resolve(dir)
         plan = compile_glob(pattern)
-        start = posixpath.join(directory, *plan.literal_prefix)
+        start = await glob_start(_lstat, directory, plan.literal_prefix)
+        if start is None:
+            return
         try:
             fd = os.open(start, O_DIR)
         except OSError as error:
@@ -154,6 +169,18 @@ class LocalFileSystem:
         finally:
             os.close(fd)
         return decode_contents(host, data)
+
+    async def open_for_reading(self, path: str) -> OpenFile:
+        """A read-only handle on the host file (what ``vfs._reading`` streams from); errors as
+        ``read`` raises them."""
+        host = self.resolve(path)
+        try:
+            fd = os.open(host, os.O_RDONLY | os.O_NONBLOCK | O_CLOEXEC)
+        except OSError as error:
+            if error.errno == errno.ENOTDIR:
+                raise FileNotFoundError(host) from None
+            raise os_error(error, host) from None
+        return DiskFile(fd, host, Observers(), read_only=True)
 
     async def grep(self, query: GrepQuery) -> AsyncIterator[GrepResult]:
         root = self.resolve(query.path)
@@ -212,6 +239,13 @@ class LocalFileSystem:
         self.resolve(query.path)
         return
         yield  # no host index here: an async generator that yields nothing
+
+
+async def _lstat(host: str) -> FileInfo:
+    try:
+        return file_info(os.lstat(host))
+    except OSError:
+        return MISSING
 
 
 def _guard(directory: str) -> tuple[GuardView | None, str]:

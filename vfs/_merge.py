@@ -76,6 +76,18 @@ async def take(source: AsyncIterable[T], limit: int | None) -> AsyncIterator[T]:
         await aclose(source)
 
 
+async def deferred(make: Callable[[], AsyncIterator[T]]) -> AsyncIterator[T]:
+    """The stream ``make()`` builds, built at the first iteration: a composer's iterator verb
+    then raises its argument errors (an invalid grep pattern) there, as every tree whose verb
+    is an async generator does, never at the call."""
+    stream = make()
+    try:
+        async for item in stream:
+            yield item
+    finally:
+        await aclose(stream)
+
+
 async def aclose(source: object) -> None:
     """Close a source that is an async generator (or anything with ``aclose``), once we stop."""
     close = getattr(source, "aclose", None)

@@ -20,12 +20,15 @@ cap pushed down, and a hit from a later layer is dropped when an earlier layer h
 path (one ``stat`` per earlier layer and hit file); :func:`vfs._pushdown.refilled` keeps the
 pushdown exact despite the dropped hits. Results are merged lazily and capped again.
 
-Failure isolation: a layer that raises something other than a :class:`PathError` (an ``OSError``
-or ``RuntimeError`` from a backend that is down) costs only its own files: it is skipped for that
-call, and the error is logged at debug level. ``stat``, ``lstat``, ``read``, ``grep`` and
-``search`` raise only when no layer served (then the first layer's error); ``list`` and ``glob``
-never raise. :class:`PathError`s are answers, not failures, and propagate (an invalid grep pattern,
-``IsADirectoryError`` from the winning layer).
+Failure isolation: a layer that is down costs only its own files: it is skipped for that call,
+and the error is logged at debug level. Down means the layer raised something that is not an
+answer (:func:`vfs._errors.is_answer`): anything but a :class:`PathError` (an ``OSError`` or
+``RuntimeError`` from a backend), and a :class:`PathError` whose errno says the tree could not
+answer at all (``EIO``, ``ENOTCONN``, ``ETIMEDOUT``... as ``S3HostFiles`` reports a store it
+cannot reach). ``stat``, ``lstat``, ``read``, ``grep`` and ``search`` raise only when no layer
+served (then the first layer's error); ``list`` and ``glob`` never raise. Other
+:class:`PathError`s are answers and propagate (an invalid grep pattern, ``IsADirectoryError``
+from the winning layer).
 
 Changes: the first ``watch`` subscribes to every watchable layer and forwards its changes as they
 are (a change hidden by an earlier layer is forwarded too; over-invalidation is harmless).
@@ -41,9 +44,19 @@ from functools import partial
 from typing import Any, NoReturn, TypeVar
 
 from ._capabilities import list_info_of
-from ._errors import FileNotFoundError, PathError, ReadOnlyMountError
+from ._errors import FileNotFoundError, ReadOnlyMountError, is_answer
+from ._forward import ForwardingFile, Verb
 from ._match import compile_grep
-from ._merge import aclose, grep_key, merge_sorted, path_key, search_key, take, unique_by_path
+from ._merge import (
+    aclose,
+    deferred,
+    grep_key,
+    merge_sorted,
+    path_key,
+    search_key,
+    take,
+    unique_by_path,
+)
 from ._paths import ROOT, normalize_path
 from ._posix_view import posix_view
 from ._pushdown import refilled
@@ -107,16 +120,14 @@ async def _tolerant(
 ) -> AsyncIterator[T]:
     """A layer's stream that ends (instead of raising) when the layer fails.
 
-    With ``failures`` (grep, search), a :class:`PathError` is an answer and propagates and other
-    errors are recorded; without (list, glob), every error just ends the layer's stream.
+    With ``failures`` (grep, search), an answer (:func:`vfs._errors.is_answer`) propagates and
+    other errors are recorded; without (list, glob), every error just ends the layer's stream.
     """
     try:
         source = start()
-    except PathError:
-        if failures is not None:
-            raise
-        return
     except Exception as error:
+        if failures is not None and is_answer(error):
+            raise
         if failures is not None:
             failures.add(index, error)
         else:
@@ -125,10 +136,9 @@ async def _tolerant(
     try:
         async for item in source:
             yield item
-    except PathError:
-        if failures is not None:
-            raise
     except Exception as error:
+        if failures is not None and is_answer(error):
+            raise
         if failures is not None:
             failures.add(index, error)
         else:
@@ -195,9 +205,9 @@ class OverlayFileSystem:
         for index, view in enumerate(self._views):
             try:
                 info = await (view.stat(path) if follow else view.lstat(path))
-            except PathError:
-                raise
             except Exception as error:
+                if is_answer(error):
+                    raise
                 failures.add(index, error)
                 continue
             if info.exists:
@@ -280,15 +290,18 @@ class OverlayFileSystem:
                 return await layer.read(path)
             except builtins.FileNotFoundError:
                 continue
-            except PathError:
-                raise
             except Exception as error:
+                if is_answer(error):
+                    raise
                 failures.add(index, error)
         if failures.errors:
             raise failures.errors[min(failures.errors)]
         raise FileNotFoundError(path)
 
     def grep(self, query: GrepQuery) -> AsyncIterator[GrepResult]:
+        return deferred(lambda: self._grep(query))
+
+    def _grep(self, query: GrepQuery) -> AsyncIterator[GrepResult]:
         path = normalize_path(query.path)
         compile_grep(query.pattern, case_insensitive=query.case_insensitive, path=path)
         query = replace(query, path=path)
@@ -335,6 +348,9 @@ class OverlayFileSystem:
         self._read_only(path)
 
     async def delete(self, path: str) -> None:
+        path = normalize_path(path)
+        if (await self._first(path, follow=False))[0] < 0:
+            raise FileNotFoundError(path)  # nothing to refuse: the contract's answer is "missing"
         self._read_only(path)
 
     def search(self, query: SearchQuery) -> AsyncIterator[SearchResult]:
@@ -437,29 +453,19 @@ class OverlayFileSystem:
         return self._observers.notify(change)
 
 
-class _ReadOnlyFile:
-    """A handle of the winning layer that refuses writes."""
+class _ReadOnlyFile(ForwardingFile):
+    """A handle of the winning layer that refuses writes; it has the capabilities of the
+    layer's file (``stat``)."""
 
-    __slots__ = ("_file", "_path")
+    __slots__ = ("_path",)
 
     def __init__(self, file: OpenFile, path: str) -> None:
-        self._file = file
         self._path = path
+        self._forward_to(file)
 
-    async def read(self, offset: int, size: int) -> bytes:
-        return await self._file.read(offset, size)
-
-    async def write(self, offset: int, data: bytes) -> int:
-        raise ReadOnlyMountError(self._path)
-
-    async def truncate(self, size: int) -> None:
-        raise ReadOnlyMountError(self._path)
-
-    async def flush(self) -> None:
-        """Nothing to write back: the handle never changes the file."""
-
-    async def fsync(self, datasync: bool = False) -> None:
-        """Nothing to write back: the handle never changes the file."""
-
-    async def close(self) -> None:
-        await self._file.close()
+    async def _around(self, verb: Verb, args: tuple[Any, ...]) -> Any:
+        if verb.changing:
+            raise ReadOnlyMountError(self._path)
+        if verb.kind == "syncs":
+            return None  # nothing to write back: the handle never changes the file
+        return await verb.call(self._inner, args)

@@ -9,21 +9,57 @@ names anything above ``/``: ``..`` at the root stays at the root, exactly as the
 
 Prefix tests are by whole segment: ``/agent`` covers ``/agent`` and ``/agent/skills`` but not
 ``/agent-tools``. Nothing here does I/O.
+
+A path is text that names bytes: it is stored as UTF-8, with ``surrogateescape`` for the bytes of
+a host name that is not UTF-8 (``os.fsdecode`` spells byte ``0x80`` as ``"\udc80"``). Any other
+lone surrogate (``"\ud800"``, which JSON can spell) names no bytes at all, so it is refused
+with ``InvalidPathError`` like a NUL byte. :func:`printable` is how such text is shown.
 """
 
 from __future__ import annotations
+
+import re
 
 from ._errors import InvalidPathError
 
 ROOT = "/"
 NAME_MAX = 255
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def printable(text: str) -> str:
+    """``text`` that any UTF-8 encoder takes: each surrogate-escaped byte of a host name shown as
+    ``\\xNN``, any other lone surrogate as ``\\uNNNN``; other text is returned as it is."""
+    if text.isascii() or _SURROGATE.search(text) is None:
+        return text
+    return _SURROGATE.sub(_escape, text)
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"\\u{code:04x}"
+
+
+def segment_size(segment: str, path: str) -> int:
+    """How many bytes ``segment`` of ``path`` takes on disk; ``InvalidPathError`` for a lone
+    surrogate that names no byte, or a segment longer than ``NAME_MAX`` bytes."""
+    try:
+        size = len(segment.encode("utf-8", "surrogateescape"))
+    except UnicodeEncodeError as error:
+        code = ord(segment[error.start])
+        reason = f"path holds a lone surrogate (U+{code:04X}), which names no bytes"
+        raise InvalidPathError(printable(path), reason) from None
+    if size > NAME_MAX:
+        raise InvalidPathError(printable(path), f"path segment longer than {NAME_MAX} bytes")
+    return size
+
 
 def normalize_path(path: str) -> str:
     """Return the canonical absolute form of ``path``.
 
-    Raises :class:`InvalidPathError` for a NUL byte or a segment longer than 255 bytes (UTF-8),
-    which no POSIX filesystem can store.
+    Raises :class:`InvalidPathError` for a NUL byte, a lone surrogate that names no byte, or a
+    segment longer than 255 bytes (UTF-8), which no POSIX filesystem can store.
     """
     if not isinstance(path, str):
         raise TypeError(f"path must be str, not {type(path).__name__}")
@@ -41,8 +77,7 @@ def normalize_path(path: str) -> str:
             if parts:
                 parts.pop()
             continue
-        if len(segment.encode("utf-8", "surrogateescape")) > NAME_MAX:
-            raise InvalidPathError(path, f"path segment longer than {NAME_MAX} bytes")
+        segment_size(segment, path)
         parts.append(segment)
     return "/" + "/".join(parts)
 

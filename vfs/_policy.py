@@ -19,11 +19,20 @@ the check holds for paths that do not exist yet (a create) exactly as for existi
   paths out. A mount answers ``EACCES`` to the lookup.
 - ``read``: everything that would change the path is refused with :class:`PolicyDeniedError`:
   ``write``, ``delete``, ``open`` for writing/creating/truncating, ``mkdir``, ``rmdir``,
-  ``unlink``, ``symlink``, ``setattr`` (times too), and ``rename`` to or from it. Renaming a
-  directory moves everything beneath it, so it also needs ``write`` on every entry beneath, at
-  its old and its new path (``mv .git x`` cannot carry ``.git/hooks`` out of the protected zone).
-  ``write``'s implicit parent directories need ``write`` where they do not exist yet.
+  ``unlink``, ``symlink``, ``mknod``, ``setattr`` (times too), ``link`` (both names: the new one
+  writes the same file as the old), and ``rename`` to or from it. Renaming a directory moves
+  everything beneath it, so it also needs ``write`` on every entry beneath, at its old and its
+  new path (``mv .git x`` cannot carry ``.git/hooks`` out of the protected zone). ``write``'s
+  implicit parent directories need ``write`` where they do not exist yet.
 - ``write``: the call goes through unchanged.
+
+The checks are one hook around every verb of :mod:`vfs._forward`'s table, made from what the
+verb's row says it does at each of its paths: a look needs the path to be visible; making a name
+needs ``write`` there for what it makes (a file or a directory); writing or removing an entry
+needs ``write`` for what the entry is (looked up where the rules tell files from directories).
+``rename`` has its own rule (above); listings leave out what is hidden. So a verb the table
+gains is checked by the rules its row states, and the policy tree has exactly the capabilities
+of the tree it wraps (``link``, ``list_info_reusing``...).
 
 Checks use the path the tree will really touch: symlinks in the path are resolved through the
 tree (chroot semantics, as every tree resolves them), the final one only for calls that follow it
@@ -48,43 +57,29 @@ git directories (``.git/modules/**/``), which are ``read``.
 
 from __future__ import annotations
 
-import builtins
 import logging
 import re
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
-from dataclasses import dataclass, field
-from typing import Literal, TypeAlias, cast
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal, TypeAlias, cast
 
 import pathspec
 
-from ._capabilities import buffers_writes, list_info_of, make_link, make_node
 from ._errors import PathError, PermissionDeniedError
+from ._forward import ForwardingTree, Verb
 from ._match import compile_grep
 from ._merge import aclose
-from ._paths import ROOT, is_under, join_path, normalize_path, parent_path, split_path
+from ._paths import ROOT, is_under, normalize_path, parent_path
 from ._posix_view import posix_view
 from ._pushdown import refilled
-from ._types import (
-    Change,
-    ChangeCallback,
-    DirEntry,
-    FileInfo,
-    FileSystem,
-    GrepQuery,
-    GrepResult,
-    OpenFile,
-    SearchQuery,
-    SearchResult,
-    Special,
-    Watchable,
-)
+from ._resolve import drive, resolution
+from ._types import Change, FileSystem, Kind, Watchable
 
 log = logging.getLogger("vfs.policy")
 
 Access: TypeAlias = Literal["none", "read", "write"]
 ACCESS_LEVELS: tuple[Access, ...] = ("none", "read", "write")
 
-_SYMLOOP_MAX = 40
 _CACHE_SIZE = 65536
 
 
@@ -223,28 +218,29 @@ def policy_fs(
     """``tree`` with ``rules`` enforced on every call (see the module docstring).
 
     ``rules`` is a :class:`Policy` (then ``default`` is its own) or rules in order, the last
-    match winning. The result implements :class:`FileSystem`, :class:`PosixFileSystem` and
-    :class:`Watchable` (changes are forwarded as the tree reports them).
+    match winning. The result implements :class:`FileSystem` and :class:`PosixFileSystem`, and
+    every optional capability of ``posix_view(tree)``: :class:`Watchable` (changes are forwarded
+    as the tree reports them), hard links, nodes, listings that reuse what a mount knows...
     """
     return PolicyFileSystem(tree, as_policy(rules, default))
 
 
-class PolicyFileSystem:
+class PolicyFileSystem(ForwardingTree):
     """A tree with a path policy enforced (see the module docstring)."""
 
-    __slots__ = ("_access", "_known", "_tree", "_view", "buffers_writes", "policy")
+    __slots__ = ("_access", "_known", "_tree", "policy")
 
     def __init__(self, tree: FileSystem, policy: Policy) -> None:
         self._tree = tree
-        self._view = posix_view(tree)
         self.policy = policy
-        self.buffers_writes = buffers_writes(self._view)
         self._access: dict[str, tuple[Access, Access]] = {}
         # Directories known to hold no symlink in their path; None: resolve in full every time.
         self._known: set[str] | None = None
-        if isinstance(self._view, Watchable):
+        view = posix_view(tree)
+        self._forward_to(view)
+        if isinstance(view, Watchable):
             self._known = set()
-            self._view.watch(self._forget)
+            view.watch(self._forget)
 
     def __repr__(self) -> str:
         return f"policy_fs({self._tree!r}, {self.policy!r})"
@@ -297,49 +293,39 @@ class PolicyFileSystem:
             known.clear()  # a real directory moved or went: its descendants' paths changed
 
     async def _real(self, path: str, *, follow: bool) -> str:
-        """``path`` with its symlinks resolved through the tree (the final one if ``follow``)."""
+        """``path`` with its symlinks resolved through the tree (the final one if ``follow``), by
+        :mod:`vfs._resolve`'s rules, the tree's own; where resolution fails, the real path where
+        it stopped with the rest after it (the call itself then reports the problem)."""
         known = self._known
         if path == ROOT:
             return path
         parent = parent_path(path)
         if known is not None and (parent == ROOT or parent in known) and not follow:
             return path  # the mount's common case: costs nothing
-        parts = split_path(path)
-        done = ROOT
-        hops = 0
-        index = 0
-        while index < len(parts):
-            candidate = join_path(done, parts[index])
-            last = index == len(parts) - 1
-            if last and not follow:
-                return candidate
-            if known is not None and candidate in known:
-                done = candidate
-                index += 1
-                continue
-            try:
-                info = await self._view.lstat(candidate)
-                if info.kind == "symlink":
-                    hops += 1
-                    if hops > _SYMLOOP_MAX:
-                        return path  # the call itself reports the loop
-                    target = await self._view.readlink(candidate)
-                    base = ROOT if target.startswith("/") else done
-                    parts = split_path(normalize_path(join_path(base, target))) + parts[index + 1 :]
-                    done = ROOT
-                    index = 0
-                    continue
-            except PathError:
-                return _rest(candidate, parts[index + 1 :])  # the call reports the problem
-            if info.kind != "directory":
-                return _rest(candidate, parts[index + 1 :])
-            if known is not None and not last:
-                if len(known) >= _CACHE_SIZE:
-                    known.clear()
-                known.add(candidate)
-            done = candidate
-            index += 1
-        return done
+        steps = resolution(path, follow=follow)
+        return (await drive(steps, self._kind, self._target)).path
+
+    async def _kind(self, real: str) -> Kind:
+        """The kind at the real path ``real``, for the resolver; real directories are
+        remembered (they hold no symlink in their path) until a change forgets them."""
+        known = self._known
+        if known is not None and real in known:
+            return "directory"
+        try:
+            kind = (await self._inner.lstat(real)).kind
+        except PathError:
+            return "missing"  # resolution stops here; the call reports the problem
+        if kind == "directory" and known is not None:
+            if len(known) >= _CACHE_SIZE:
+                known.clear()
+            known.add(real)
+        return kind
+
+    async def _target(self, real: str) -> str:
+        try:
+            return await self._inner.readlink(real)
+        except PathError:
+            return ""  # (resolution stops here)
 
     def _deny(self, operation: str, path: str, access: Access) -> PolicyDeniedError:
         log.warning("policy denied %s %s (access %s)", operation, path, access)
@@ -355,7 +341,7 @@ class PolicyFileSystem:
         if as_file == as_dir:
             raise self._deny(operation, real, "none")
         # The rules tell files from directories here: ask what it is.
-        info = await self._view.lstat(real)
+        info = await self._inner.lstat(real)
         if (as_dir if info.kind == "directory" else as_file) == "none":
             raise self._deny(operation, real, "none")
 
@@ -373,7 +359,7 @@ class PolicyFileSystem:
             if as_file != "write":
                 raise self._deny(operation, real, as_file)
             return real
-        info = await self._view.lstat(real)
+        info = await self._inner.lstat(real)
         self._require_write(operation, real, directory=info.kind == "directory")
         return real
 
@@ -385,7 +371,7 @@ class PolicyFileSystem:
     async def _parents_creatable(self, operation: str, real: str) -> None:
         """``write`` creates missing parents: each one it would create needs ``write``."""
         probe = parent_path(real)
-        while probe != ROOT and not (await self._view.lstat(probe)).exists:
+        while probe != ROOT and not (await self._inner.lstat(probe)).exists:
             self._require_write(operation, probe, directory=True)
             probe = parent_path(probe)
 
@@ -397,7 +383,7 @@ class PolicyFileSystem:
         pending = [old]
         while pending:
             directory = pending.pop()
-            for entry in [entry async for entry in self._view.list(directory)]:
+            for entry in [entry async for entry in self._inner.list(directory)]:
                 moved = new + entry.path[len(old) :]
                 is_dir = entry.kind == "directory"
                 self._require_write(operation, entry.path, directory=is_dir)
@@ -405,178 +391,46 @@ class PolicyFileSystem:
                 if is_dir:
                     pending.append(entry.path)
 
-    # -- the eight verbs --------------------------------------------------------------------
+    # -- every verb ---------------------------------------------------------------------
 
-    def list(self, prefix: str = ROOT) -> AsyncIterator[DirEntry]:
-        return self._list(normalize_path(prefix))
-
-    async def _list(self, path: str) -> AsyncIterator[DirEntry]:
-        real = await self._real(path, follow=True)
-        if path != ROOT and self.access(real, directory=True) == "none":
-            return
-        source = self._view.list(path)
-        try:
-            async for entry in source:
-                if self._shown(_moved(entry.path, path, real), entry.kind):
-                    yield entry
-        finally:
-            await aclose(source)
-
-    async def list_info(self, prefix: str = ROOT) -> builtins.list[tuple[DirEntry, FileInfo]]:
-        path = normalize_path(prefix)
-        real = await self._real(path, follow=True)
-        if path != ROOT and self.access(real, directory=True) == "none":
-            return []
-        listing = await list_info_of(self._view)(path)
-        return [
-            (entry, info)
-            for entry, info in listing
-            if self._shown(_moved(entry.path, path, real), entry.kind)
-        ]
-
-    async def stat(self, path: str) -> FileInfo:
-        path = normalize_path(path)
-        await self._visible("stat", path, follow=True)
-        return await self._view.stat(path)
-
-    def glob(self, pattern: str, dir: str = ROOT) -> AsyncIterator[DirEntry]:
-        return self._glob(pattern, normalize_path(dir))
-
-    async def _glob(self, pattern: str, path: str) -> AsyncIterator[DirEntry]:
-        real = await self._real(path, follow=True)
-        if path != ROOT and self.access(real, directory=True) == "none":
-            return
-        source = self._view.glob(pattern, path)
-        try:
-            async for entry in source:
-                if self._shown(_moved(entry.path, path, real), entry.kind):
-                    yield entry
-        finally:
-            await aclose(source)
-
-    async def read(self, path: str) -> str | bytes:
-        path = normalize_path(path)
-        await self._visible("read", path, follow=True)
-        return await self._view.read(path)
-
-    def grep(self, query: GrepQuery) -> AsyncIterator[GrepResult]:
-        return self._grep(query, normalize_path(query.path))
-
-    async def _grep(self, query: GrepQuery, path: str) -> AsyncIterator[GrepResult]:
-        real = await self._real(path, follow=True)
-        if path != ROOT and self.access(real, directory=True) == "none":
-            # An invalid pattern still fails here, as on any tree.
-            compile_grep(query.pattern, case_insensitive=query.case_insensitive, path=path)
-            return
-
-        def run(limit: int | None) -> AsyncIterator[GrepResult]:
-            return self._view.grep(
-                GrepQuery(query.pattern, path, query.glob, query.case_insensitive, limit)
-            )
-
-        async def keep(hit: GrepResult) -> bool:
-            return self._shown(_moved(hit.path, path, real), "file")
-
-        stream = refilled(run, query.max_results, keep)
-        try:
-            async for hit in stream:
-                yield hit
-        finally:
-            await aclose(stream)
-
-    async def write(self, path: str, contents: str | bytes) -> None:
-        path = normalize_path(path)
-        real = await self._creatable("write", path, directory=False, follow=True)
-        await self._parents_creatable("write", real)
-        await self._view.write(path, contents)
-
-    async def delete(self, path: str) -> None:
-        path = normalize_path(path)
-        await self._writable("delete", path, follow=False)
-        await self._view.delete(path)
-
-    def search(self, query: SearchQuery) -> AsyncIterator[SearchResult]:
-        return self._search(query, normalize_path(query.path))
-
-    async def _search(self, query: SearchQuery, path: str) -> AsyncIterator[SearchResult]:
-        real = await self._real(path, follow=True)
-        if path != ROOT and self.access(real, directory=True) == "none":
-            return
-
-        def run(limit: int | None) -> AsyncIterator[SearchResult]:
-            return self._view.search(SearchQuery(query.query, path, limit))
-
-        async def keep(result: SearchResult) -> bool:
-            return self._shown(_moved(result.path, path, real), "file")
-
-        stream = refilled(run, query.max_results, keep)
-        try:
-            async for result in stream:
-                yield result
-        finally:
-            await aclose(stream)
-
-    # -- the POSIX extension ----------------------------------------------------------------
-
-    async def lstat(self, path: str) -> FileInfo:
-        path = normalize_path(path)
-        if not self._plainly_visible(path):
-            await self._visible("lstat", path, follow=False)
-        return await self._view.lstat(path)
-
-    async def open(
-        self,
-        path: str,
-        *,
-        write: bool = False,
-        create: bool = False,
-        exclusive: bool = False,
-        truncate: bool = False,
-        mode: int = 0o644,
-        uid: int | None = None,
-        gid: int | None = None,
-    ) -> OpenFile:
-        path = normalize_path(path)
-        if write or create or truncate:
-            await self._creatable("open", path, directory=False, follow=True)
+    async def _around(self, verb: Verb, args: tuple[Any, ...]) -> Any:
+        if verb.plain_look:
+            # lstat, readlink: the mount's common case, often decided without I/O.
+            path = normalize_path(args[0])
+            if not self._plainly_visible(path):
+                await self._visible(verb.name, path, follow=False)
+        elif verb.results:
+            return await self._listing(verb, args)
+        elif verb.name == "rename":
+            await self._check_rename(*args)
         else:
-            await self._visible("open", path, follow=True)
-        return await self._view.open(
-            path,
-            write=write,
-            create=create,
-            exclusive=exclusive,
-            truncate=truncate,
-            mode=mode,
-            uid=uid,
-            gid=gid,
-        )
+            for arg, index in zip(verb.paths, verb.path_at, strict=True):
+                # Raise unless the call may do at this path what its row says (see the module).
+                path = normalize_path(getattr(args[index], arg.field) if arg.field else args[index])
+                access = arg.access
+                if access == "look" and verb.writes_with and verb.changes(args):
+                    access = "write"  # open for writing
+                if access == "look":
+                    await self._visible(verb.name, path, follow=arg.follows)
+                elif arg.entry == "any":
+                    await self._writable(verb.name, path, follow=arg.follows)
+                else:
+                    directory = arg.entry == "directory"
+                    real = await self._creatable(
+                        verb.name, path, directory=directory, follow=arg.follows
+                    )
+                    if arg.parents:
+                        await self._parents_creatable(verb.name, real)
+        return await verb.call(self._inner, args)
 
-    async def mkdir(
-        self, path: str, mode: int = 0o755, *, uid: int | None = None, gid: int | None = None
-    ) -> None:
-        path = normalize_path(path)
-        await self._creatable("mkdir", path, directory=True, follow=False)
-        await self._view.mkdir(path, mode, uid=uid, gid=gid)
-
-    async def rmdir(self, path: str) -> None:
-        path = normalize_path(path)
-        await self._creatable("rmdir", path, directory=True, follow=False)
-        await self._view.rmdir(path)
-
-    async def unlink(self, path: str) -> None:
-        path = normalize_path(path)
-        await self._writable("unlink", path, follow=False)
-        await self._view.unlink(path)
-
-    async def rename(
-        self, src: str, dst: str, *, noreplace: bool = False, exchange: bool = False
-    ) -> None:
+    async def _check_rename(self, src: str, dst: str, noreplace: bool, exchange: bool) -> None:
+        """A rename moves a whole subtree: both names, and everything beneath them, need
+        ``write`` (see the module docstring)."""
         src = normalize_path(src)
         dst = normalize_path(dst)
         real_src = await self._real(src, follow=False)
         real_dst = await self._real(dst, follow=False)
-        source = await self._view.lstat(real_src)
+        source = await self._inner.lstat(real_src)
         if source.exists:
             is_dir = source.kind == "directory"
             self._require_write("rename", real_src, directory=is_dir)
@@ -584,7 +438,7 @@ class PolicyFileSystem:
             if is_dir and self.policy.restricts:
                 await self._subtree_writable("rename", real_src, real_dst)
             if exchange:
-                target = await self._view.lstat(real_dst)
+                target = await self._inner.lstat(real_dst)
                 if target.kind == "directory":
                     self._require_write("rename", real_src, directory=True)
                     self._require_write("rename", real_dst, directory=True)
@@ -595,75 +449,58 @@ class PolicyFileSystem:
         else:
             # Nothing to move: the tree answers ENOENT, unless the path may not even be seen.
             await self._visible("rename", src, follow=False)
-        await self._view.rename(src, dst, noreplace=noreplace, exchange=exchange)
 
-    async def setattr(
-        self,
-        path: str,
-        *,
-        size: int | None = None,
-        mode: int | None = None,
-        uid: int | None = None,
-        gid: int | None = None,
-        atime_ns: int | None = None,
-        mtime_ns: int | None = None,
-    ) -> FileInfo:
-        path = normalize_path(path)
-        await self._writable("setattr", path, follow=False)
-        return await self._view.setattr(
-            path, size=size, mode=mode, uid=uid, gid=gid, atime_ns=atime_ns, mtime_ns=mtime_ns
-        )
+    async def _listing(self, verb: Verb, args: tuple[Any, ...]) -> Any:
+        """``list_info`` and the like: the listing without what the policy hides."""
+        path = normalize_path(verb.path_values(args)[0])
+        real = await self._real(path, follow=True)
+        if path != ROOT and self.access(real, directory=True) == "none":
+            return []
+        listing = await verb.call(self._inner, args)
+        return verb.kept(listing, path, self._keeper(path, real))
 
-    async def symlink(
-        self, path: str, target: str, *, uid: int | None = None, gid: int | None = None
-    ) -> None:
-        path = normalize_path(path)
-        await self._creatable("symlink", path, directory=False, follow=False)
-        await self._view.symlink(path, target, uid=uid, gid=gid)
+    def _keeper(self, path: str, real: str) -> Callable[[str, str], bool]:
+        """Whether to show a result beneath ``path``, which names the real path ``real``."""
 
-    async def mknod(
-        self,
-        path: str,
-        special: Special,
-        *,
-        mode: int = 0o644,
-        rdev: int = 0,
-        uid: int | None = None,
-        gid: int | None = None,
-    ) -> None:
-        path = normalize_path(path)
-        await self._creatable("mknod", path, directory=False, follow=False)
-        await make_node(self._view, path, special, mode=mode, rdev=rdev, uid=uid, gid=gid)
+        def keep(found: str, kind: str) -> bool:
+            return self._shown(_moved(found, path, real), kind)
 
-    async def link(self, src: str, dst: str) -> None:
-        """Both names must be writable: the new one writes the same file as the old."""
-        src = normalize_path(src)
-        dst = normalize_path(dst)
-        await self._writable("link", src, follow=False)
-        await self._creatable("link", dst, directory=False, follow=False)
-        await make_link(self._view, src, dst)
+        return keep
 
-    async def readlink(self, path: str) -> str:
-        path = normalize_path(path)
-        await self._visible("readlink", path, follow=False)
-        return await self._view.readlink(path)
+    def _around_stream(self, verb: Verb, args: tuple[Any, ...]) -> AsyncIterator[Any]:
+        return self._walk(verb, args)
 
-    # -- changes ----------------------------------------------------------------------------
+    async def _walk(self, verb: Verb, args: tuple[Any, ...]) -> AsyncIterator[Any]:
+        """``list``, ``glob``, ``grep``, ``search``: the results the policy shows."""
+        path = normalize_path(verb.path_values(args)[0])
+        real = await self._real(path, follow=True)
+        if path != ROOT and self.access(real, directory=True) == "none":
+            if verb.name == "grep":  # an invalid pattern still fails here, as on any tree
+                query = args[0]
+                compile_grep(query.pattern, case_insensitive=query.case_insensitive, path=path)
+            return
+        keep = self._keeper(path, real)
+        stream: AsyncIterator[Any]
+        if verb.results == "hits":
+            # A query with a cap: pushed down, refilled past the hits left out.
+            query = args[0]
 
-    def watch(self, callback: ChangeCallback) -> Callable[[], None]:
-        if isinstance(self._view, Watchable):
-            return self._view.watch(callback)
-        return _nothing
+            def run(limit: int | None) -> AsyncIterator[Any]:
+                capped = replace(query, path=path, max_results=limit)
+                found: AsyncIterator[Any] = verb.call(self._inner, (capped,))
+                return found
 
+            async def keep_hit(hit: Any) -> bool:
+                return keep(hit.path, "file")
 
-def _nothing() -> None:
-    return None
-
-
-def _rest(done: str, rest: list[str]) -> str:
-    for name in rest:
-        done = join_path(done, name)
-    return done
+            stream = refilled(run, query.max_results, keep_hit)
+        else:
+            stream = verb.kept_stream(verb.call(self._inner, args), path, keep)
+        try:
+            async for item in stream:
+                yield item
+        finally:
+            await aclose(stream)
 
 
 def _moved(path: str, prefix: str, real: str) -> str:

@@ -13,7 +13,8 @@ beneath it through the view (the tree then derives it). Removing the last entry 
 through the POSIX verbs (``unlink``, ``rename``, ``rmdir``) keeps the directory as pending, as
 POSIX does; the eight verbs keep the tree's own rule (``delete`` of the last file removes it).
 
-Open files are buffers: ``open`` reads the whole file once (``read()``; text is encoded as UTF-8),
+Open files are buffers: ``open`` reads the whole file once (the tree's exact bytes where it can
+give them, as :func:`vfs._capabilities.read_bytes` says; else ``read()``, text encoded as UTF-8),
 reads and writes act on the buffer, and ``flush``/``fsync``/``close`` write the buffer back with
 ``write`` only when it changed (as ``str`` when it is valid UTF-8 and not an image, else
 ``bytes``). Write-back errors propagate from ``flush``/``close``. Handles of one path share one
@@ -26,8 +27,12 @@ Limits, by design: ``rename`` is read + write + delete (a directory moves file b
 not atomic and a failure midway leaves both names partly populated; ``RENAME_EXCHANGE`` and
 symlinks are not supported (``EOPNOTSUPP``); ``readlink`` answers ``EINVAL`` (nothing is a link).
 The tree keeps no modes, owners or times, so ``setattr`` accepts and ignores them and only
-``size`` changes the file. Bytes that are not UTF-8 in a non-image file come back from the tree's
-``read`` with replacement characters, so such a file does not survive a rename or a truncate.
+``size`` changes the file. Bytes that are not UTF-8 in a non-image file come back from the
+``read`` of a tree without ``read_bytes`` with replacement characters, so there such a file does
+not survive a rename or a truncate (``host_fs`` has ``read_bytes``: its files keep every byte).
+
+Where the tree can give a file's exact bytes (``read_bytes``), the view can too, so that a
+wrapper over the view keeps that capability.
 
 Changes: when the wrapped tree is :class:`Watchable`, ``watch`` subscribes to it and the view adds
 only its own pending-directory changes; otherwise the view reports every change made through it.
@@ -39,11 +44,11 @@ import builtins
 import errno
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable
-from time import time_ns
 from typing import cast
 
-from ._capabilities import list_info
-from ._content import encode_contents, is_image_path
+from ._capabilities import list_info, read_bytes
+from ._clock import now_ns
+from ._content import contents_for, encode_contents
 from ._errors import (
     DirectoryNotEmptyError,
     FileExistsError,
@@ -53,6 +58,7 @@ from ._errors import (
     NotSupportedError,
     PathError,
 )
+from ._forward import offer
 from ._merge import aclose, merge_sorted, path_key, unique_by_path
 from ._paths import ROOT, is_strictly_under, is_under, join_path, normalize_path, parent_path
 from ._types import (
@@ -67,6 +73,7 @@ from ._types import (
     GrepResult,
     OpenFile,
     PosixFileSystem,
+    ReadsBytes,
     SearchQuery,
     SearchResult,
     Watchable,
@@ -80,16 +87,6 @@ def posix_view(fs: FileSystem) -> PosixFileSystem:
     if isinstance(fs, PosixFileSystem):
         return fs
     return PosixView(fs)
-
-
-def _as_contents(path: str, data: bytes) -> str | bytes:
-    """What the view hands to ``write``: text when the bytes are UTF-8 and not an image."""
-    if is_image_path(path):
-        return data
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        return data
 
 
 def _resize(data: bytearray, size: int) -> None:
@@ -115,6 +112,8 @@ class PosixView:
         self._watchable = isinstance(fs, Watchable)
         self._uid = os.getuid()
         self._gid = os.getgid()
+        if isinstance(fs, ReadsBytes):
+            offer(self, {"read_bytes": PosixView._read_bytes})
 
     def __repr__(self) -> str:
         return f"posix_view({self._fs!r})"
@@ -151,7 +150,7 @@ class PosixView:
     async def _keep_ancestors(self, path: str) -> None:
         """After removing ``path``: directories the tree dropped with it stay, as pending."""
         probe = parent_path(path)
-        now = time_ns()
+        now = now_ns()
         while probe != ROOT and probe not in self._dirs:
             if (await self._fs.stat(probe)).kind != "missing":
                 return
@@ -231,7 +230,7 @@ class PosixView:
             buffer.path = None
 
     async def _write_back(self, path: str, data: bytes) -> None:
-        await self._fs.write(path, _as_contents(path, data))
+        await self._fs.write(path, contents_for(path, data))
         await self._emit(path, "content")
 
     # The eight verbs.
@@ -272,6 +271,16 @@ class PosixView:
         path = normalize_path(path)
         try:
             return await self._fs.read(path)
+        except builtins.FileNotFoundError:
+            if self._dirs and self._pending(path) is not None:
+                raise IsADirectoryError(path) from None
+            raise
+
+    async def _read_bytes(self, path: str) -> bytes:
+        """The tree's ``read_bytes`` (offered where it has one), as ``read`` answers."""
+        path = normalize_path(path)
+        try:
+            return await cast(ReadsBytes, self._fs).read_bytes(path)
         except builtins.FileNotFoundError:
             if self._dirs and self._pending(path) is not None:
                 raise IsADirectoryError(path) from None
@@ -348,7 +357,7 @@ class PosixView:
         elif buffer is not None and buffer.dirty:
             data = buffer.data  # unflushed writes of another handle are the file's bytes
         else:
-            data = bytearray(encode_contents(await self._fs.read(path)))
+            data = bytearray(await read_bytes(self._fs, path))
         if truncate and data:
             data = bytearray()
             if buffer is not None:
@@ -369,7 +378,7 @@ class PosixView:
         if (await self.stat(path)).exists:
             raise FileExistsError(path)
         await self._check_parent(path)
-        self._dirs[path] = time_ns()
+        self._dirs[path] = now_ns()
         await self._observers.emit(path, "entry")
 
     async def rmdir(self, path: str) -> None:
@@ -488,7 +497,7 @@ class PosixView:
                 buffer.dirty = True
                 await buffer.flush()
             else:
-                data = bytearray(encode_contents(await self._fs.read(path)))
+                data = bytearray(await read_bytes(self._fs, path))
                 _resize(data, size)
                 await self._write_back(path, bytes(data))
         return await self.lstat(path)

@@ -7,7 +7,9 @@ the file ``/src/a.ts`` of scope ``agents/a1`` is the object ``agents/a1/src/a.ts
 not stored: a directory is a prefix that some key lies under. When a name is both an object and a
 prefix (another S3 client can make that), the object wins everywhere: ``list``, ``stat`` and
 ``read`` all see a file. Keys that no path can name (``a//b``, a segment over 255 bytes, ``.``)
-are left out of listings.
+are left out of listings. Keys are UTF-8 text, so a path holding a surrogate-escaped byte (a
+host name that is not UTF-8) names no object: it is missing, and writing it is
+``InvalidPathError``.
 
 *Verbs and requests* (each blocking boto3 call runs in a worker thread, so an event loop, such as
 the one serving a mount, never waits on the network):
@@ -76,6 +78,7 @@ import anyio.to_thread
 from ._errors import (
     DirectoryNotEmptyError,
     FileNotFoundError,
+    InvalidPathError,
     IsADirectoryError,
     NotADirectoryError,
     PathError,
@@ -83,7 +86,7 @@ from ._errors import (
     WriteFailedError,
 )
 from ._host import HostEntry, HostFile
-from ._paths import NAME_MAX, ROOT, base_name, normalize_path
+from ._paths import NAME_MAX, ROOT, base_name, normalize_path, printable
 from ._s3_cache import (
     DIRECTORY_META,
     MISSING_META,
@@ -200,6 +203,8 @@ class S3HostFiles:
 
     async def list(self, scope: str, path: str) -> Sequence[HostEntry]:
         path = normalize_path(path)
+        if not _keyable(path):
+            return []  # no object can have this name
         directory = _key(_scope_key(scope), path)
         children = self._cache.fresh_listing(directory)
         if children is None:
@@ -220,6 +225,8 @@ class S3HostFiles:
         path = normalize_path(path)
         if path == ROOT:
             return HostEntry("", "directory")
+        if not _keyable(path):
+            return None
         meta = await self._meta(path, _key(_scope_key(scope), path))
         return None if meta.kind == "missing" else _entry(base_name(path), meta)
 
@@ -227,6 +234,8 @@ class S3HostFiles:
         path = normalize_path(path)
         if path == ROOT:
             raise IsADirectoryError(path)
+        if not _keyable(path):
+            raise FileNotFoundError(path)
         key = _key(_scope_key(scope), path)
         known = self._cache.fresh(key)
         kept = self._cache.body(key)
@@ -268,6 +277,8 @@ class S3HostFiles:
         path = normalize_path(path)
         if path == ROOT:
             raise IsADirectoryError(path)
+        if not _keyable(path):
+            raise InvalidPathError(printable(path), _NOT_KEYABLE)
         scope_key = _scope_key(scope)
         key = _key(scope_key, path)
         data = bytes(content)
@@ -305,6 +316,8 @@ class S3HostFiles:
         path = normalize_path(path)
         if path == ROOT:
             raise DirectoryNotEmptyError(path)
+        if not _keyable(path):
+            raise FileNotFoundError(path)
         scope_key = _scope_key(scope)
         key = _key(scope_key, path)
         ticket = self._cache.ticket()
@@ -640,6 +653,16 @@ def _key(scope_key: str, path: str) -> str:
     if path == ROOT:
         return scope_key
     return scope_key + path if scope_key else path[1:]
+
+
+_NOT_KEYABLE = "an S3 object key is UTF-8 text, and this name holds bytes that are not UTF-8"
+
+
+def _keyable(path: str) -> bool:
+    """Whether a path can be an object key: keys are UTF-8, so a surrogate-escaped byte of a
+    host name that is not UTF-8 cannot be in one (such a path is missing; writing it is
+    ``InvalidPathError``)."""
+    return path.isascii() or printable(path) == path
 
 
 def _path_in(scope_key: str, key: str) -> str | None:

@@ -33,7 +33,9 @@ POSIX details, as tmpfs: directories have ``nlink = 2 + subdirectories`` and ``s
 its ``parent``/``name``, further ones are in ``others``, and a change to it is reported at every
 name); a symlink's size is its target's length in bytes. Adding or
 removing an entry updates the directory's mtime and ctime. ``atime`` follows ``relatime`` (updated
-on read when not newer than mtime/ctime; without the daily refresh). Sizes above ``max_file_size``
+on read when not newer than mtime/ctime; without the daily refresh). Times come from the
+kernel's coarse clock (``vfs._clock``), as tmpfs's do, so through a mount they never run
+backwards against the times the kernel stamps itself. Sizes above ``max_file_size``
 raise ``FileTooLargeError``; a growth larger than the memory available raises ``ENOSPC``.
 
 Speed: ``stat`` is the hottest call under a mount, and building a frozen :class:`FileInfo` costs
@@ -49,11 +51,11 @@ import itertools
 import os
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from operator import itemgetter
-from time import time_ns
 from typing import ClassVar
 
 import anyio.lowlevel
 
+from ._clock import now_ns
 from ._content import decode_contents, encode_contents, is_image_path
 from ._errors import (
     DirectoryNotEmptyError,
@@ -64,8 +66,10 @@ from ._errors import (
     NotADirectoryError,
     PathError,
 )
-from ._match import compile_glob, compile_grep, compile_grep_glob, grep_lines
-from ._paths import ROOT, base_name, join_path, normalize_path
+from ._match import LineGrep, compile_glob, compile_grep, compile_grep_glob
+from ._pages import NoSpace, Pages, Usage
+from ._paths import ROOT, base_name, join_path, normalize_path, parent_path
+from ._resolve import drive_sync, resolution
 from ._types import (
     MISSING,
     SPECIAL_TYPE_BITS,
@@ -83,9 +87,9 @@ from ._types import (
     Special,
     dir_listing,
 )
+from ._walk import glob_start
 from ._watch import Observers
 
-SYMLOOP_MAX = 40
 DEFAULT_MAX_FILE_SIZE = 1 << 40
 _DIRENT_SIZE = 20  # tmpfs's BOGO_DIRENT_SIZE
 _CHECKPOINT_EVERY = 256  # entries walked between yields to the event loop
@@ -148,7 +152,7 @@ class _File(_Node):
     __slots__ = ("data",)
     kind = "file"
 
-    def __init__(self, mode: int, uid: int, gid: int, now: int, data: bytearray) -> None:
+    def __init__(self, mode: int, uid: int, gid: int, now: int, data: Pages) -> None:
         super().__init__(mode, uid, gid, now)
         self.data = data
 
@@ -162,7 +166,7 @@ class _Special(_File):
     def __init__(
         self, mode: int, uid: int, gid: int, now: int, special: Special, rdev: int
     ) -> None:
-        super().__init__(mode, uid, gid, now, bytearray())
+        super().__init__(mode, uid, gid, now, Pages())
         self.special = special
         self.rdev = rdev
 
@@ -291,6 +295,7 @@ def _build_info(node: _Node) -> FileInfo:
         nlink = 1 if node.others is None else 1 + len(node.others)
     special, rdev = (node.special, node.rdev) if isinstance(node, _Special) else (None, 0)
     file_id = None if node.others is None else node.serial
+    blocks = node.data.blocks() if isinstance(node, _File) else None
     # Positional: keywords cost ~0.5 us more, and this runs for every entry a mount lists after
     # a change.
     return FileInfo(
@@ -307,13 +312,14 @@ def _build_info(node: _Node) -> FileInfo:
         special,
         rdev,
         file_id,
+        blocks,
     )
 
 
 def _accessed(node: _Node) -> None:
     # relatime: only an atime that is not newer than the last change moves.
     if node.atime_ns <= node.mtime_ns or node.atime_ns <= node.ctime_ns:
-        node.atime_ns = time_ns()
+        node.atime_ns = now_ns()
         node.info = None
 
 
@@ -325,6 +331,15 @@ def _within(node: _Dir, ancestor: _Dir) -> bool:
             return True
         current = current.parent
     return False
+
+
+def default_max_bytes() -> int | None:
+    """What a ``temp_fs`` may store by default: half the machine's memory, as tmpfs allows (past
+    it, writes fail with ``ENOSPC`` rather than the kernel killing the process)."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 2
+    except (OSError, ValueError):
+        return None
 
 
 def _available_memory() -> int | None:
@@ -355,11 +370,13 @@ class TempFileSystem:
         uid: int | None = None,
         gid: int | None = None,
         max_file_size: int = DEFAULT_MAX_FILE_SIZE,
+        max_bytes: int | None = None,
     ) -> None:
         self._uid = os.getuid() if uid is None else uid
         self._gid = os.getgid() if gid is None else gid
         self._max_file_size = max_file_size
-        self._root = _Dir(0o755, self._uid, self._gid, time_ns())
+        self._usage = Usage(default_max_bytes() if max_bytes is None else max_bytes)
+        self._root = _Dir(0o755, self._uid, self._gid, now_ns())
         self._observers = Observers()
         self._grep_files_read = 0  # files grep has looked into (tests prove early stop with it)
         for path, contents in (files or {}).items():
@@ -367,6 +384,17 @@ class TempFileSystem:
 
     def __repr__(self) -> str:
         return f"temp_fs(<{len(self._root.children)} top-level entries>)"
+
+    def space(self) -> tuple[int | None, int]:
+        """The most bytes the files may store (``None``: no limit) and what they store now."""
+        return self._usage.limit, self._usage.used
+
+    def _pages(self, data: bytes = b"", path: str = ROOT) -> Pages:
+        """New file content counted in this tree's usage (``ENOSPC`` past its limit)."""
+        try:
+            return Pages(data, self._usage)
+        except NoSpace:
+            raise PathError(path, errno=errno.ENOSPC) from None
 
     # -- resolution -------------------------------------------------------------------------
 
@@ -399,43 +427,29 @@ class TempFileSystem:
         return directory, name, node
 
     def _lookup_links(self, path: str, follow: bool) -> tuple[_Dir, str, _Node | None]:
-        """:meth:`_lookup` for paths that go through symlinks."""
-        stack = [self._root]  # the directories walked through, so ".." goes up physically
-        pending = path.split("/")
-        pending.reverse()
-        hops = 0
-        while pending:
-            name = pending.pop()
-            if name in ("", "."):
-                continue
-            if name == "..":
-                if len(stack) > 1:
-                    stack.pop()
-                continue
-            directory = stack[-1]
-            node = directory.children.get(name)
-            last = not pending
+        """:meth:`_lookup` for paths that go through symlinks, by :mod:`vfs._resolve`'s rules."""
+        dirs: dict[str, _Dir] = {ROOT: self._root}  # the real directories walked through
+
+        def kind(real: str) -> Kind:
+            node = dirs[parent_path(real)].children.get(base_name(real))
+            if isinstance(node, _Dir):
+                dirs[real] = node
+                return "directory"
             if node is None:
-                if last:
-                    return directory, name, None
-                raise FileNotFoundError(path)
-            if isinstance(node, _Symlink) and (follow or not last):
-                hops += 1
-                if hops > SYMLOOP_MAX:
-                    raise PathError(path, errno=errno.ELOOP)
-                if node.target.startswith("/"):
-                    del stack[1:]
-                segments = node.target.split("/")
-                segments.reverse()
-                pending.extend(segments)
-                continue
-            if last:
-                return directory, name, node
-            if not isinstance(node, _Dir):
-                raise NotADirectoryError(path)
-            stack.append(node)
-        # The path ended on a directory reached through "", "." or "..": it has no name here.
-        return stack[-1], "", stack[-1]
+                return "missing"
+            return "symlink" if isinstance(node, _Symlink) else "file"
+
+        def target(real: str) -> str:
+            node = dirs[parent_path(real)].children[base_name(real)]
+            assert isinstance(node, _Symlink)
+            return node.target
+
+        found = drive_sync(resolution(path, follow=follow), kind, target).check(path)
+        if found.path == ROOT:
+            return self._root, "", self._root
+        directory = dirs[parent_path(found.path)]
+        name = base_name(found.path)
+        return directory, name, directory.children.get(name)
 
     def _find(self, path: str) -> _Node | None:
         """The node at ``path`` following symlinks, or None for anything unresolvable."""
@@ -473,25 +487,25 @@ class TempFileSystem:
             else:
                 await self._emit([(directory, name, kind) for directory, name in node.names()])
 
-    def _check_size(self, path: str, old: int, new: int) -> None:
-        if new < 0:
+    def _check_size(self, path: str, size: int, stored: int) -> None:
+        """Refuse a file of ``size`` bytes past the limit, and ``stored`` new bytes to keep
+        (holes cost none) past the memory there is."""
+        if size < 0:
             raise PathError(path, errno=errno.EINVAL)
-        if new > self._max_file_size:
+        if size > self._max_file_size:
             raise FileTooLargeError(path)
-        growth = new - old
-        if growth > _LARGE_GROWTH:
+        if stored > _LARGE_GROWTH:
             available = _available_memory()
-            if available is not None and growth > available:
+            if available is not None and stored > available:
                 raise PathError(path, errno=errno.ENOSPC)
 
     def _resize(self, node: _File, size: int, path: str, now: int) -> None:
         data = node.data
-        length = len(data)
-        self._check_size(path, length, size)
-        if size < length:
-            del data[size:]
-        elif size > length:
-            data.extend(bytes(size - length))
+        if size < 0:
+            raise PathError(path, errno=errno.EINVAL)
+        if size > self._max_file_size:
+            raise FileTooLargeError(path)
+        data.truncate(size)  # growing stores nothing: a hole
         node.modified(now)
 
     # -- the eight verbs --------------------------------------------------------------------
@@ -518,9 +532,9 @@ class TempFileSystem:
     async def glob(self, pattern: str, dir: str = ROOT) -> AsyncIterator[DirEntry]:
         directory = normalize_path(dir)
         plan = compile_glob(pattern)
-        start = directory
-        for segment in plan.literal_prefix:
-            start = join_path(start, segment)
+        start = await glob_start(self.lstat, directory, plan.literal_prefix)
+        if start is None:
+            return
         node = self._find(start)
         if not isinstance(node, _Dir):
             return
@@ -544,7 +558,7 @@ class TempFileSystem:
         if not isinstance(node, _File):
             raise IsADirectoryError(path)
         _accessed(node)
-        return decode_contents(path, bytes(node.data))
+        return decode_contents(path, node.data.tobytes())
 
     async def grep(self, query: GrepQuery) -> AsyncIterator[GrepResult]:
         root = normalize_path(query.path)
@@ -578,13 +592,21 @@ class TempFileSystem:
             data = child.data
             self._grep_files_read += 1
             budget -= len(data) >> 16  # and once per 16 MiB scanned
-            if data.find(b"\0", 0, 8192) != -1:
-                continue  # binary, as ripgrep decides
-            for number, line in grep_lines(data.decode("utf-8", "replace"), regex):
-                yield GrepResult(path, number, line)
-                count += 1
-                if limit is not None and count >= limit:
-                    return
+            lines = LineGrep(regex)  # a chunk at a time; binary skipped, as ripgrep does
+            for chunk in data.chunks():
+                for number, line in lines.feed(chunk):
+                    yield GrepResult(path, number, line)
+                    count += 1
+                    if limit is not None and count >= limit:
+                        return
+                if lines.binary:
+                    break
+            else:
+                for number, line in lines.end():
+                    yield GrepResult(path, number, line)
+                    count += 1
+                    if limit is not None and count >= limit:
+                        return
 
     async def write(self, path: str, contents: str | bytes) -> None:
         path = normalize_path(path)
@@ -604,7 +626,7 @@ class TempFileSystem:
             raise FileNotFoundError(path)
         if isinstance(node, _Dir) and node.children:
             raise DirectoryNotEmptyError(path)
-        directory.remove(name, time_ns())
+        directory.remove(name, now_ns())
         if self._observers:
             await self._emit([(directory, name, "entry")])
             if node.parent is not None:  # its other names count one link fewer
@@ -627,14 +649,15 @@ class TempFileSystem:
         except FileNotFoundError:
             self._make_parents(path, changes)
             directory, name, node = self._lookup(path, True)
-        now = time_ns()
+        now = now_ns()
         if node is None:
-            directory.add(name, _File(0o644, self._uid, self._gid, now, bytearray(data)), now)
+            content = self._pages(data, path)
+            directory.add(name, _File(0o644, self._uid, self._gid, now, content), now)
             changes.append((directory, name, "entry"))
         elif isinstance(node, _Special):
             raise PathError(path, errno=errno.EPERM)  # it holds no bytes to change
         elif isinstance(node, _File):
-            node.data = bytearray(data)
+            node.data = self._pages(data, path)
             node.modified(now)
             changes.extend((directory, name, "content") for directory, name in node.names())
         else:
@@ -657,7 +680,7 @@ class TempFileSystem:
                 raise NotADirectoryError(path)
             if self._lookup(prefix, False)[2] is not None:
                 raise FileNotFoundError(path)  # a dangling symlink: mkdir -p does not follow it
-            now = time_ns()
+            now = now_ns()
             directory.add(name, _Dir(0o755, self._uid, self._gid, now), now)
             changes.append((directory, name, "entry"))
 
@@ -702,13 +725,13 @@ class TempFileSystem:
         if create and exclusive and self._lookup(path, False)[2] is not None:
             raise FileExistsError(path)  # O_EXCL does not follow a final symlink
         directory, name, node = self._lookup(path, True)
-        now = time_ns()
+        now = now_ns()
         if node is None:
             if not create:
                 raise FileNotFoundError(path)
             owner = self._uid if uid is None else uid
             group = self._gid if gid is None else gid
-            node = _File(mode, owner, group, now, bytearray())
+            node = _File(mode, owner, group, now, self._pages())
             directory.add(name, node, now)
             if self._observers:
                 await self._emit([(directory, name, "entry")])
@@ -717,7 +740,7 @@ class TempFileSystem:
         elif isinstance(node, _Special) and (write or truncate):
             raise PathError(path, errno=errno.EPERM)  # it holds no bytes to change
         elif truncate:
-            node.data = bytearray()
+            node.data = self._pages()
             node.modified(now)
             await self._emit_node(node, "content")
         return TempOpenFile(self, node, path)
@@ -736,7 +759,7 @@ class TempFileSystem:
         directory, name, node = self._lookup(path, False)
         if node is not None:
             raise FileExistsError(path)
-        now = time_ns()
+        now = now_ns()
         owner = self._uid if uid is None else uid
         group = self._gid if gid is None else gid
         directory.add(name, build(owner, group, now), now)
@@ -754,7 +777,7 @@ class TempFileSystem:
             raise NotADirectoryError(path)
         if node.children:
             raise DirectoryNotEmptyError(path)
-        directory.remove(name, time_ns())
+        directory.remove(name, now_ns())
         if self._observers:
             await self._emit([(directory, name, "entry")])
             if node.parent is not None:  # its other names count one link fewer
@@ -767,7 +790,7 @@ class TempFileSystem:
             raise FileNotFoundError(path)
         if isinstance(node, _Dir):
             raise IsADirectoryError(path)
-        now = time_ns()
+        now = now_ns()
         directory.remove(name, now)
         node.changed(now)
         if self._observers:
@@ -789,7 +812,7 @@ class TempFileSystem:
             raise FileExistsError(dst)
         if isinstance(node, _Dir):
             raise PathError(src, errno=errno.EPERM)  # no hard links to directories
-        now = time_ns()
+        now = now_ns()
         directory.add(name, node, now)
         node.changed(now)
         if self._observers:
@@ -823,7 +846,7 @@ class TempFileSystem:
             if exchange:
                 raise PathError(dst, errno=errno.EINVAL)
             raise DirectoryNotEmptyError(dst)
-        now = time_ns()
+        now = now_ns()
         if exchange:
             assert victim is not None
             src_dir.remove(src_name, now)
@@ -864,7 +887,7 @@ class TempFileSystem:
         node = self._lookup(path, False)[2]
         if node is None:
             raise FileNotFoundError(path)
-        now = time_ns()
+        now = now_ns()
         if size is not None:
             if isinstance(node, _Dir):
                 raise IsADirectoryError(path)
@@ -952,10 +975,7 @@ class TempOpenFile:
             raise PathError(self._path, errno=errno.EINVAL)
         node = self._node
         _accessed(node)
-        # One copy (a bytearray slice would copy twice); the views are released at once, so
-        # the buffer stays resizable.
-        with memoryview(node.data) as whole, whole[offset : offset + size] as part:
-            return bytes(part)
+        return node.data.read(offset, size)
 
     async def stat(self) -> FileInfo:
         return _info(self._node)
@@ -966,21 +986,18 @@ class TempOpenFile:
         if not data:
             return 0  # no effect at all, not even on mtime (as tmpfs)
         node = self._node
-        buffer = node.data
-        length = len(buffer)
-        end = offset + len(data)
-        if end > length:
-            self._fs._check_size(self._path, length, end)
-            if offset > length:
-                buffer.extend(bytes(offset - length))  # the gap reads as zeros
-        buffer[offset:end] = data
-        node.modified(time_ns())
+        self._fs._check_size(self._path, offset + len(data), len(data))
+        try:
+            node.data.write(offset, data)  # a gap before it is a hole: zeros, never stored
+        except NoSpace:
+            raise PathError(self._path, errno=errno.ENOSPC) from None
+        node.modified(now_ns())
         if self._fs._observers:
             await self._fs._emit_node(node, "content")
         return len(data)
 
     async def truncate(self, size: int) -> None:
-        self._fs._resize(self._node, size, self._path, time_ns())
+        self._fs._resize(self._node, size, self._path, now_ns())
         if self._fs._observers:
             await self._fs._emit_node(self._node, "content")
 
@@ -1000,10 +1017,13 @@ def temp_fs(
     uid: int | None = None,
     gid: int | None = None,
     max_file_size: int = DEFAULT_MAX_FILE_SIZE,
+    max_bytes: int | None = None,
 ) -> TempFileSystem:
     """An in-memory tree holding ``files`` (path -> text or bytes; parents are created).
 
     Files are created ``0o644`` and directories ``0o755``, owned by ``uid``/``gid`` (default: this
-    process's). Implements :class:`FileSystem`, :class:`PosixFileSystem` and :class:`Watchable`.
+    process's). Holes cost nothing. The files may store ``max_bytes`` in all (default: half the
+    machine's memory, as tmpfs); past it a write fails with ``ENOSPC``. Implements
+    :class:`FileSystem`, :class:`PosixFileSystem` and :class:`Watchable`.
     """
-    return TempFileSystem(files, uid=uid, gid=gid, max_file_size=max_file_size)
+    return TempFileSystem(files, uid=uid, gid=gid, max_file_size=max_file_size, max_bytes=max_bytes)

@@ -79,6 +79,8 @@ class FileInfo:
     (hard links) answers the same number, and a file put in another's place under its name
     answers another (``dir_fs``: the host device and inode of every non-directory; ``temp_fs``:
     only once a file has several names). :attr:`linked_id` is it while the file has several.
+    ``blocks`` is the space the file takes, in 512-byte units, where the tree knows it (a sparse
+    file's holes take none); ``None``: its size says.
     """
 
     kind: Kind
@@ -94,6 +96,7 @@ class FileInfo:
     special: Special | None = None
     rdev: int = 0
     file_id: int | None = None
+    blocks: int | None = None
 
     # Written out instead of generated: a FileInfo is built for every stat a mount answers (and
     # every entry of a listing), and the generated __init__ of a frozen class sets each field
@@ -115,6 +118,7 @@ class FileInfo:
         special: Special | None = None,
         rdev: int = 0,
         file_id: int | None = None,
+        blocks: int | None = None,
     ) -> None:
         if mtime_ns is None:
             mtime_ns = round(mtime * 1_000_000_000)
@@ -138,6 +142,7 @@ class FileInfo:
                     special,
                     rdev,
                     file_id,
+                    blocks,
                 ),
                 strict=True,
             ):
@@ -158,6 +163,7 @@ class FileInfo:
         unfrozen.special = special
         unfrozen.rdev = rdev
         unfrozen.file_id = file_id
+        unfrozen.blocks = blocks
         unfrozen.__class__ = FileInfo  # type: ignore[assignment]
 
     @property
@@ -197,6 +203,7 @@ class _FileInfoFields:
     special: Special | None
     rdev: int
     file_id: int | None
+    blocks: int | None
 
 
 _set_class = object.__setattr__
@@ -223,10 +230,13 @@ class GrepQuery:
     ``glob`` filters the files searched: slash-free (``*.py``) matches the basename at any depth
     under ``path``; with a slash it matches the path relative to ``path``. ``max_results`` is a
     pushdown: implementations stop after that many hits.
+
+    ``path`` omitted is ``""``, the tree's own default scope, as for ``list`` and ``glob``: the
+    root of a virtual tree, the cwd of ``local_file_system`` (where ``"/"`` is the host's root).
     """
 
     pattern: str
-    path: str = ROOT
+    path: str = ""
     glob: str | None = None
     case_insensitive: bool = False
     max_results: int | None = None
@@ -241,8 +251,10 @@ class GrepResult:
 
 @dataclass(frozen=True, slots=True)
 class SearchQuery:
+    """An indexed search; ``path`` omitted is the tree's default scope, as for ``GrepQuery``."""
+
     query: str
-    path: str = ROOT
+    path: str = ""
     max_results: int | None = None
 
 
@@ -456,6 +468,24 @@ class ListsReusing(Protocol):
         accepts the kernel's attribute caching for changes made elsewhere).
         """
         ...
+
+
+@runtime_checkable
+class ReadsBytes(Protocol):
+    """A tree whose ``read`` decodes text lossily and that can give a file's exact bytes too
+    (optional; ``host_fs``: see :func:`vfs._capabilities.read_bytes`)."""
+
+    async def read_bytes(self, path: str) -> bytes:
+        """The bytes of the file at ``path``, exactly as stored."""
+        ...
+
+
+@runtime_checkable
+class BuffersWrites(Protocol):
+    """A tree that says whether its open files hold written bytes back (optional; see
+    :class:`PosixFileSystem` and :func:`vfs._capabilities.buffers_writes`)."""
+
+    buffers_writes: bool
 
 
 @runtime_checkable

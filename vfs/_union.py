@@ -28,12 +28,17 @@ files that a deeper mount shadows are dropped (what ``read`` would not return is
 with :func:`vfs._pushdown.refilled` keeping the pushdown exact.
 
 Errors: a child's :class:`PathError` is re-raised with the union path (``error.with_path``), also
-when it is raised lazily inside an iterator. Other ``OSError``s whose ``filename`` is an absolute
-path get that filename re-prefixed (in place). Anything else is re-raised unchanged, with a note
-naming the mount (the message cannot be rewritten safely without knowing its format).
+when it is raised lazily inside an iterator or by one of the child's open files (which the union
+forwards whole, by :mod:`vfs._forward`'s table: they keep their capabilities, such as ``stat``). Other ``OSError``s whose ``filename`` is an absolute
+path get that filename re-prefixed (in place). Anything else gets a best-effort rewrite of its
+message (each absolute path in the text, one that no word, URL or number runs into, is moved
+under the prefix: the model sees the union's namespace, as the contract asks) and a note naming
+the mount. ``grep`` (an iterator, as every tree's) raises an invalid pattern at the first
+iteration, never at the call.
 
 POSIX: each operation goes to :func:`posix_view` of the covering mount (so an eight-verb child
-still mounts). A rename across mounts raises ``CrossMountError`` (``EXDEV``: ``mv`` then copies).
+still mounts). Where a mount lists reusing what a caller knows (:class:`vfs.ListsReusing`), the
+union does too, through the covering mount's own (``list_info`` where it has none). A rename across mounts raises ``CrossMountError`` (``EXDEV``: ``mv`` then copies).
 Mount points and the directories above them cannot be removed or renamed (``EBUSY``); ``mkdir``
 of one is ``FileExistsError``. Creating an entry (``open`` with ``create``, ``mkdir``, ``symlink``,
 ``rename``) in a directory that exists only because a deeper mount lies beneath it first creates
@@ -49,12 +54,22 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from contextlib import aclosing
 from dataclasses import dataclass, replace
-from time import time_ns
-from typing import NoReturn, TypeVar
+from typing import Any, NoReturn, TypeVar
 
-from ._capabilities import ListInfo, buffers_writes, list_info_of, make_link, make_node
+from ._capabilities import (
+    ListInfo,
+    ListReusing,
+    buffers_writes,
+    list_info_of,
+    list_reusing_of,
+    make_link,
+    make_node,
+)
+from ._clock import now_ns
 from ._errors import (
     CrossMountError,
     DirectoryNotEmptyError,
@@ -63,11 +78,22 @@ from ._errors import (
     NoMountError,
     PathError,
 )
+from ._forward import ForwardingFile, Verb, offer
 from ._match import GlobPlan, compile_glob, compile_grep, compile_grep_glob
-from ._merge import aclose, grep_key, merge_sorted, path_key, search_key, take, unique_by_path
+from ._merge import (
+    aclose,
+    deferred,
+    grep_key,
+    merge_sorted,
+    path_key,
+    search_key,
+    take,
+    unique_by_path,
+)
 from ._paths import (
     ROOT,
     add_prefix,
+    base_name,
     is_strictly_under,
     normalize_path,
     parent_path,
@@ -86,6 +112,7 @@ from ._types import (
     FileSystem,
     GrepQuery,
     GrepResult,
+    NamedListing,
     OpenFile,
     PosixFileSystem,
     SearchQuery,
@@ -93,7 +120,7 @@ from ._types import (
     Special,
     Watchable,
 )
-from ._walk import walk
+from ._walk import glob_start, walk
 from ._watch import Observers
 
 T = TypeVar("T")
@@ -117,11 +144,21 @@ class _Mount:
     view: PosixFileSystem
     nested: bool  # another mount lies strictly beneath this one
     list_info: ListInfo  # the view's own, or list + lstat
+    list_reusing: ListReusing | None  # the view's own, if it has one
 
 
 def _child_path(path: object) -> str:
     text = str(path) if path is not None else ""
     return text if text.startswith("/") else "/" + text
+
+
+# An absolute path in running text: a "/" that no word, path, URL or number runs into.
+_ABSOLUTE_PATH = re.compile(r"(?<![\w/.:~-])/[^\s'\"`,;()\[\]{}<>]*")
+
+
+def _moved_text(text: str, prefix: str) -> str:
+    """``text`` with each absolute path in it moved under ``prefix`` (best effort)."""
+    return _ABSOLUTE_PATH.sub(lambda match: add_prefix(match.group(), prefix), text)
 
 
 def _rethrow(error: Exception, prefix: str) -> NoReturn:
@@ -136,6 +173,13 @@ def _rethrow(error: Exception, prefix: str) -> NoReturn:
                 if isinstance(error.filename2, str) and error.filename2.startswith("/"):
                     error.filename2 = add_prefix(error.filename2, prefix)
         else:
+            # Untyped: the message is the child's text; move the paths it names (best effort,
+            # as the contract asks), and say which tree raised it.
+            if isinstance(error, OSError):
+                if isinstance(error.strerror, str):
+                    error.strerror = _moved_text(error.strerror, prefix)
+            elif error.args and isinstance(error.args[0], str):
+                error.args = (_moved_text(error.args[0], prefix), *error.args[1:])
             add_note = getattr(error, "add_note", None)  # Python >= 3.11
             if add_note is not None:
                 add_note(f"(raised by the tree mounted at {prefix})")
@@ -177,6 +221,19 @@ async def _prefixed(
 async def _directories(paths: Iterable[str]) -> AsyncIterator[DirEntry]:
     for path in paths:
         yield DirEntry(path, "directory")
+
+
+async def _walk_literal(
+    view: PosixFileSystem, segments: tuple[str, ...], depth: int | None
+) -> AsyncIterator[DirEntry]:
+    """The walk of a mounted tree from its root joined with a pattern's literal ``segments``,
+    which must be real directories there (:func:`vfs._walk.glob_start`)."""
+    start = await glob_start(view.lstat, ROOT, segments)
+    if start is None:
+        return
+    async with aclosing(walk(view, start, depth)) as entries:
+        async for entry in entries:
+            yield entry
 
 
 def _merged_unique(sources: list[AsyncIterator[DirEntry]]) -> AsyncIterator[DirEntry]:
@@ -225,7 +282,8 @@ class UnionFileSystem:
         for prefix, fs in prefixes.items():
             view = views.setdefault(id(fs), posix_view(fs))
             nested = any(is_strictly_under(other, prefix) for other in prefixes)
-            mounted.append(_Mount(prefix, fs, view, nested, list_info_of(view)))
+            mount = _Mount(prefix, fs, view, nested, list_info_of(view), list_reusing_of(view))
+            mounted.append(mount)
         self._mounts: tuple[_Mount, ...] = tuple(mounted)
         # A handle of any child may buffer writes: then the mount must forward every FLUSH.
         self.buffers_writes = any(buffers_writes(mount.view) for mount in self._mounts)
@@ -252,7 +310,7 @@ class UnionFileSystem:
             )
             for path in synthesized
         }
-        now = time_ns()
+        now = now_ns()
         uid, gid = os.getuid(), os.getgid()
         self._dirs = {  # what stat answers for a synthesized directory the child does not hold
             path: FileInfo(
@@ -269,6 +327,8 @@ class UnionFileSystem:
         }
         self._observers = Observers()
         self._subscribed = False
+        if any(mount.list_reusing is not None for mount in self._mounts):
+            offer(self, {"list_info_reusing": UnionFileSystem._list_info_reusing})
 
     def __repr__(self) -> str:
         inner = ", ".join(f"{m.prefix!r}: {m.fs!r}" for m in self._mounts)
@@ -278,6 +338,15 @@ class UnionFileSystem:
     def mounts(self) -> dict[str, FileSystem]:
         """The mount table, prefix -> tree, in priority order."""
         return {mount.prefix: mount.fs for mount in self._mounts}
+
+    def mount_for(self, path: str) -> tuple[FileSystem, str] | None:
+        """The tree mounted where ``path`` lies and the path inside it; ``None`` where no mount
+        covers it, or for a directory only the mount table makes (a mount point or above one)."""
+        path = normalize_path(path)
+        mount = self._resolve(path)
+        if mount is None or path in self._synthesized:
+            return None
+        return mount.fs, strip_prefix(path, mount.prefix)
 
     def _resolve(self, path: str) -> _Mount | None:
         """The mount covering a normalized path: the longest prefix, by whole segment.
@@ -356,6 +425,28 @@ class UnionFileSystem:
             merged[kid] = (DirEntry(kid, "directory"), await self._stat(kid, follow=False))
         return [merged[kid] for kid in sorted(merged)]
 
+    async def _list_info_reusing(self, prefix: str, known: Mapping[str, FileInfo]) -> NamedListing:
+        """``list_info_reusing`` (:class:`vfs.ListsReusing`), offered where a mount has it:
+        the covering mount's own (its ``list_info`` where it has none), with the synthesized
+        directories as ``list_info`` adds them."""
+        path = normalize_path(prefix)
+        mount = self._resolve(path)
+        named: NamedListing = []
+        if mount is not None:
+            child = strip_prefix(path, mount.prefix)
+            if mount.list_reusing is not None:
+                named = await _guarded(mount.prefix, mount.list_reusing(child, known))
+            else:
+                listing = await _guarded(mount.prefix, mount.list_info(child))
+                named = [(base_name(entry.path), info) for entry, info in listing]
+        synthesized = self._synth_children.get(path, ())
+        if not synthesized:
+            return named
+        merged = dict(named)  # synthesized directories win, as in list_info
+        for kid in synthesized:
+            merged[base_name(kid)] = await self._stat(kid, follow=False)
+        return sorted(merged.items())
+
     async def stat(self, path: str) -> FileInfo:
         return await self._stat(normalize_path(path), follow=True)
 
@@ -416,13 +507,13 @@ class UnionFileSystem:
         shared = min(len(steps), len(literal))
         if tuple(steps[:shared]) != literal[:shared]:
             return _directories(())
-        start = "/" + "/".join(literal[len(steps) :])
         depth = None
         if plan.max_depth is not None:
             depth = plan.max_depth - max(len(steps), len(literal))
             if depth <= 0:
                 return _directories(())
-        source = self._stream(mount, walk(mount.view, start, depth), _move_entry)
+        walked = _walk_literal(mount.view, literal[len(steps) :], depth)
+        source = self._stream(mount, walked, _move_entry)
         return _filtered(
             source,
             lambda entry: (
@@ -438,6 +529,9 @@ class UnionFileSystem:
         return await _guarded(mount.prefix, mount.view.read(strip_prefix(path, mount.prefix)))
 
     def grep(self, query: GrepQuery) -> AsyncIterator[GrepResult]:
+        return deferred(lambda: self._grep(query))
+
+    def _grep(self, query: GrepQuery) -> AsyncIterator[GrepResult]:
         path = normalize_path(query.path)
         compile_grep(query.pattern, case_insensitive=query.case_insensitive, path=path)
         cap = query.max_results
@@ -723,47 +817,18 @@ class UnionFileSystem:
         return forward
 
 
-class _PrefixedFile:
-    """An open file of a child mounted below ``/``: its errors name union paths."""
+class _PrefixedFile(ForwardingFile):
+    """An open file of a child mounted below ``/``: every call forwarded, its errors naming
+    union paths; it has the capabilities of the child's file (``stat``)."""
 
-    __slots__ = ("_file", "_prefix")
+    __slots__ = ("_prefix",)
 
     def __init__(self, file: OpenFile, prefix: str) -> None:
-        self._file = file
         self._prefix = prefix
+        self._forward_to(file)
 
-    async def read(self, offset: int, size: int) -> bytes:
+    async def _around(self, verb: Verb, args: tuple[Any, ...]) -> Any:
         try:
-            return await self._file.read(offset, size)
-        except Exception as error:
-            _rethrow(error, self._prefix)
-
-    async def write(self, offset: int, data: bytes) -> int:
-        try:
-            return await self._file.write(offset, data)
-        except Exception as error:
-            _rethrow(error, self._prefix)
-
-    async def truncate(self, size: int) -> None:
-        try:
-            await self._file.truncate(size)
-        except Exception as error:
-            _rethrow(error, self._prefix)
-
-    async def flush(self) -> None:
-        try:
-            await self._file.flush()
-        except Exception as error:
-            _rethrow(error, self._prefix)
-
-    async def fsync(self, datasync: bool = False) -> None:
-        try:
-            await self._file.fsync(datasync)
-        except Exception as error:
-            _rethrow(error, self._prefix)
-
-    async def close(self) -> None:
-        try:
-            await self._file.close()
+            return await verb.call(self._inner, args)
         except Exception as error:
             _rethrow(error, self._prefix)

@@ -33,6 +33,7 @@ class Places:
         self._stack = contextlib.ExitStack()
         self._bases: dict[str, Path] = {}
         self._templates: dict[str, Path] = {}
+        self._host_templates: dict[str, Path] = {}
         self._counter = itertools.count()
         self._failed: dict[str, BaseException] = {}
         self._host = Path(tempfile.mkdtemp(prefix="mcpstage-tests-", dir="/dev/shm"))
@@ -45,14 +46,14 @@ class Places:
         if place == "tmpfs":
             base = self._host / "tmpfs"
             base.mkdir()
-            self._templates[place] = make_template(base)
+            self._templates[place] = self._host_templates[place] = make_template(base)
             self._bases[place] = base / "work"
         elif place == "mount":
             from tests.mountd.mounting import mount_root
 
             lower = self._host / "lower"
             lower.mkdir()
-            make_template(lower)
+            self._host_templates[place] = make_template(lower)
             mountpoint = self._host / "mnt"
             mountpoint.mkdir()
             root = self._stack.enter_context(
@@ -83,6 +84,11 @@ class Places:
     def template(self, place: str) -> Path:
         self._ready(place)
         return self._templates[place]
+
+    def host_template(self, place: str) -> Path:
+        """The template on the host: for the mount, in the lower the mount reads (never writes)."""
+        self._ready(place)
+        return self._host_templates[place]
 
 
 PLACES = [

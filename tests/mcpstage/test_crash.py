@@ -49,7 +49,13 @@ ENTRY = ServerEntry("node", ("bridge.js",), (("TOKEN", "secret"),))
 KEY = "fusion-custom-tools-11111111-2222-4333-8444-555555555555"
 
 LOCK = ("staged", "acquired")
-COMMIT = ("pending-written", "config-temp-written", "config-replaced", "promoted")
+COMMIT = (
+    "pending-written",
+    "config-temp-written",
+    "config-checked",
+    "config-replaced",
+    "promoted",
+)
 
 
 def _points(*groups: tuple[str, tuple[str, ...]]) -> tuple[str, ...]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from hypothesis import given, settings
@@ -87,6 +88,88 @@ def test_unparsable_configs(raw: bytes) -> None:
     assert _config.parse(raw) is None
     with pytest.raises(ValueError):
         _config.compose(raw, [lease(1)])
+
+
+PAIR = re.compile("[\ud800-\udbff][\udc00-\udfff]")
+number_texts = st.from_regex(r"\A-?(0|[1-9][0-9]{0,30})(\.[0-9]{1,20})?([eE][+-]?[0-9]{1,4})?\Z")
+json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | number_texts.map(_config.Number)
+    # Any text, lone surrogates too; a high one right before a low one is one character to a
+    # JSON reader (and parse never yields that pair), so none is generated.
+    | st.text(st.characters(exclude_categories=()), max_size=8).filter(
+        lambda text: not PAIR.search(text)
+    ),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=6), children, max_size=4)
+    ),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.text(max_size=6), json_values, max_size=4))
+def test_operator_values_round_trip_exactly(value: dict[str, object]) -> None:
+    data = _config.serialize(value)
+    data.decode("utf-8")  # always valid UTF-8, even for lone surrogates
+    assert json.loads(data, parse_constant=lambda name: pytest.fail(name)) is not None
+    assert _config.parse(data) == value  # every number's text, every string, key order
+    assert _config.serialize(_config.parse(data) or {}) == data
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.dictionaries(
+        st.text(max_size=6),
+        st.recursive(
+            st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+            lambda children: (
+                st.lists(children, max_size=3)
+                | st.dictionaries(st.text(max_size=4), children, max_size=3)
+            ),
+            max_leaves=12,
+        ),
+        max_size=4,
+    )
+)
+def test_the_layout_is_json_dumps_indent_2(value: dict[str, object]) -> None:
+    expected = json.dumps(value, indent=2, ensure_ascii=False) + "\n"
+    assert _config.serialize(value) == expected.encode("utf-8")
+
+
+@pytest.mark.parametrize(
+    ("text", "written"),
+    [
+        (b'{"n": 1e400}', b'{\n  "n": 1e400\n}\n'),
+        (b'{"n": [1.0, -0, 1E+2]}', b'{\n  "n": [\n    1.0,\n    -0,\n    1E+2\n  ]\n}\n'),
+        (b'{"s": "\\ud800"}', b'{\n  "s": "\\ud800"\n}\n'),
+        (b'{"a": 1, "a": 2}', b'{\n  "a": 2\n}\n'),  # the last wins, as in JSON.parse
+    ],
+)
+def test_operator_text_is_written_back_as_written(text: bytes, written: bytes) -> None:
+    value = _config.parse(text)
+    assert value is not None and _config.serialize(value) == written
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [b"\xef\xbb\xbf{}", b'{"x": "\xed\xa0\x80"}', b'{"x": "\xff"}', b"[" * 300 + b"]" * 300],
+)
+def test_text_that_is_not_utf8_json_is_unparsable(raw: bytes) -> None:
+    assert _config.parse(raw) is None
+
+
+def test_fusion_servers_are_found_even_in_unparsable_bytes() -> None:
+    assert _config.holds_fusion(_config.compose(None, [lease(1)]))
+    assert not _config.holds_fusion(b'{"mcpServers": {"mine": {}}}')
+    assert _config.holds_fusion(b'{"mcpServers": {"fusion-custom-tools-x": ')
+    assert not _config.holds_fusion(b"{oops") and not _config.holds_fusion(None)
+    # Final bytes never hold one, even from a baseline that did.
+    baseline = _config.compose(b'{"mcpServers": {"mine": {}}}', [lease(1)])
+    final = _config.final(None, baseline, operator_edit=False)
+    assert final is not None and not _config.holds_fusion(final)
+    assert json.loads(final) == {"mcpServers": {"mine": {}}}
 
 
 def test_compose_keeps_operator_content_and_recomposes_fusion_entries() -> None:
@@ -193,6 +276,26 @@ def test_the_manifest_round_trips_bytes_exactly() -> None:
     assert _manifest.decode(_manifest.encode(state)) == state
 
 
+@pytest.mark.parametrize(
+    "document",
+    [
+        [],
+        "text",
+        {"version": 1},
+        {"version": True},
+    ],
+)
+def test_a_manifest_that_is_not_one_is_a_value_error(document: object) -> None:
+    with pytest.raises(ValueError):
+        _manifest.decode(json.dumps(document).encode())
+
+
+def test_lease_times_from_a_clock_ahead_are_cut_back_to_the_write() -> None:
+    ahead = Lease(lease(1).key, ServerEntry("n"), OWNER, 5000.0, 9000.0, 120.0)
+    state = _manifest.clamp(State(None, None, leases=(ahead, lease(2))), 1000.0, now=1100.0)
+    assert [(x.created_at, x.heartbeat_at) for x in state.leases] == [(1000.0, 1000.0), (1.0, 2.0)]
+
+
 def test_keys_are_checked() -> None:
     assert _manifest.check_key(lease(1).key) == lease(1).key
     for bad in ("fusion-custom-tools-x", "other-0000", lease(1).key + "/.."):
@@ -204,3 +307,5 @@ def test_lock_owner_names_round_trip() -> None:
     owner = _locks.LockOwner(_owner.Process(12, "host.example-1", "boot", 99), 1.25, 30, "tok")
     assert _locks.LockOwner.decode(owner.encode()) == owner
     assert _locks.LockOwner.decode("junk") is None
+    for bad in ("nan", "inf", "-1"):
+        assert _locks.LockOwner.decode(owner.encode().replace("ttl=30", f"ttl={bad}")) is None

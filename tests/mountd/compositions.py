@@ -45,10 +45,18 @@ def dir_ro(host: Path) -> object:
 
 
 def cow(host: Path) -> object:
-    """``mountd mount``'s default tree at ``/``: ``host`` under copy-on-write, in memory."""
+    """``mountd mount --ephemeral``'s tree at ``/``: ``host`` under copy-on-write, in memory."""
     import vfs
 
     return vfs.cow_fs(vfs.dir_fs(str(host)))
+
+
+def cow_durable(lower: Path, upper: Path) -> object:
+    """``mountd mount``'s default tree: copy-on-write over ``lower``, the changes in the
+    directory ``upper`` (a session's)."""
+    import vfs
+
+    return vfs.cow_fs(vfs.dir_fs(lower), vfs.dir_fs(upper))
 
 
 def union(host: Path) -> object:

@@ -122,9 +122,12 @@ def mount_process(
         ours.settimeout(STOP_TIMEOUT)
         yield mounted
     finally:
-        _stop(mounted, child)
-        ours.close()
-        log.close()
+        try:
+            _stop(mounted, child)
+        finally:
+            mounted._reader.close()
+            ours.close()
+            log.close()
 
 
 # --- the test process's side -----------------------------------------------------------------

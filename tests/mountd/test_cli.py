@@ -265,9 +265,9 @@ def test_default_root_is_cwd_under_copy_on_write_with_writable_tmp(
     started = mountd("mount", "--daemon", str(mnt), cwd=project / "src")
     assert started.returncode == 0, started.stdout + started.stderr
     assert started.stdout.startswith(
-        f"mountd: {mnt} is live: {project}/src under copy-on-write as its root, with a writable"
-        " in-memory /tmp (pid "
+        f"mountd: {mnt} is live: {project}/src under copy-on-write as its root (changes kept in "
     )
+    assert ", with a writable in-memory /tmp (pid " in started.stdout
     assert (mnt / "hello.txt").read_text() == "hello from the host\n"
     (mnt / "new.txt").write_text("in the copy")  # the directory itself is never written
     (mnt / "hello.txt").write_text("changed in the copy")
@@ -280,7 +280,7 @@ def test_default_root_is_cwd_under_copy_on_write_with_writable_tmp(
     os.link(mnt / "hello.txt", mnt / "linked.txt")  # copied up, then linked in the copy
     assert os.stat(mnt / "linked.txt").st_ino == os.stat(mnt / "hello.txt").st_ino
     assert (mnt / "linked.txt").read_text() == "changed in the copy"
-    # FIFOs and device nodes live in the copy too (made in its in-memory upper).
+    # FIFOs and device nodes live in the copy too (made in its upper; devices only emulated).
     os.mkfifo(mnt / "pipe", 0o600)
     os.mknod(mnt / "null", stat.S_IFCHR | 0o600, os.makedev(1, 3))
     assert os.lstat(mnt / "null").st_rdev == os.makedev(1, 3)

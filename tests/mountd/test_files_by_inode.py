@@ -23,7 +23,9 @@ import vfs
 from mountd import MountOptions, mounted
 from mountd._attrs import AttrPolicy
 from mountd._inodes import ROOT_INODE
-from mountd._ops import FILES_BY_INODE, STORE_RUNS, Operations
+from mountd._ops import Operations
+from mountd._pages import STORE_RUNS
+from mountd._terms import FuseFeatures, Terms
 from vfs.turns import turn_root
 
 pytestmark = [pytest.mark.mount, pytest.mark.timeout(120)]
@@ -31,7 +33,7 @@ pytestmark = [pytest.mark.mount, pytest.mark.timeout(120)]
 
 def test_the_installed_pyfuse3_serves_files_by_inode() -> None:
     """Fails when scripts/install left a pyfuse3 without the patch (two requests per open)."""
-    assert FILES_BY_INODE
+    assert FuseFeatures.installed().files_by_inode
 
 
 @pytest.mark.parametrize("by_inode", [True, False], ids=["by-inode", "handles"])
@@ -163,7 +165,7 @@ def test_writes_after_a_create_reach_the_created_file_when_the_host_replaces_its
             assert (host / "f.txt").read_bytes() == b"the host's own\n"
             # Any other change closes it (here an unlink of the name through the mount).
             await trio.to_thread.run_sync(os.unlink, mnt / "f.txt")
-            assert mount._ops._created is None  # type: ignore[union-attr]
+            assert mount._ops.created.held is None  # type: ignore[union-attr]
 
     trio.run(main)
 
@@ -188,12 +190,12 @@ def test_the_created_file_stays_open_when_its_times_are_set_and_is_learned_when_
         async with mounted(vfs.dir_fs(str(host)), mnt, MountOptions()) as mount:
             ops: Any = mount._ops
             await trio.to_thread.run_sync(write_then_set_times)
-            kept = ops._created
+            kept = ops.created.held
             assert kept is not None and kept.node.name == "a.txt"  # still open
             await trio.to_thread.run_sync((mnt / "b.txt").write_bytes, b"next")
             node = kept.node
-            assert ops._created.node is not node
-            assert node.sure is node.info
+            assert ops.created.held.node is not node
+            assert ops.vouched.vouches_for(node)
             assert node.info.mtime_ns == os.lstat(host / "a.txt").st_mtime_ns == 2_000_000_000
             shown = await trio.to_thread.run_sync(os.lstat, mnt / "a.txt")
             assert shown.st_mtime_ns == 2_000_000_000
@@ -216,9 +218,9 @@ def test_writes_after_a_create_follow_the_name_once_the_api_changed_the_tree(
             try:
                 await trio.to_thread.run_sync(os.write, fd, b"a")
                 await fs.write("/g.txt", "elsewhere")  # any change from outside the mount
-                assert mount._ops._created_stale  # type: ignore[union-attr]
+                assert mount._ops.created.stale  # type: ignore[union-attr]
                 await trio.to_thread.run_sync(os.pwrite, fd, b"b", 1)
-                assert mount._ops._created is None  # type: ignore[union-attr]
+                assert mount._ops.created.held is None  # type: ignore[union-attr]
             finally:
                 await trio.to_thread.run_sync(os.close, fd)
             assert await fs.read("/f.txt") == "ab"
@@ -604,19 +606,19 @@ def test_the_created_file_is_closed_by_its_last_write_when_let_go_of_meanwhile()
     """A changing request that arrives while a WRITE awaits inside the created file lets go of
     it; the WRITE finishes on an open file and closes it after."""
     tree = _HeldWrites()
-    ops = Operations(tree, attrs=AttrPolicy(uid=0, gid=0), origin=object())
-    ops.files_by_inode = True
+    terms = Terms(forwards_flush=False, files_by_inode=True)
+    ops = Operations(tree, terms=terms, attrs=AttrPolicy(uid=0, gid=0), origin=object())
     ctx: Any = SimpleNamespace(uid=0, gid=0, pid=1, umask=0o022)  # a RequestContext
 
     async def main() -> None:
         _, attrs = await ops.create(ROOT_INODE, b"f", 0o644, os.O_WRONLY | os.O_CREAT, ctx)
-        created = ops._created
+        created = ops.created.held
         assert created is not None
         async with trio.open_nursery() as nursery:
             nursery.start_soon(ops.write, attrs.st_ino, 0, b"data")
             await tree.writing.wait()
             await ops.mkdir(ROOT_INODE, b"d", 0o755, ctx)  # a changing request meanwhile
-            assert ops._created is None and created.users == 1  # let go of, still open
+            assert ops.created.held is None and created.users == 1  # let go of, still open
             tree.release.set()
         assert not tree.closed_mid_write
         assert created.users == 0 and created.detached

@@ -19,14 +19,14 @@ import trio
 
 import vfs
 from mountd import MountOptions, mounted
-from mountd._ops import LIST_BY_INODE
+from mountd._terms import FuseFeatures
 
 pytestmark = [pytest.mark.mount, pytest.mark.timeout(120)]
 
 
 def test_the_installed_pyfuse3_can_cache_listings() -> None:
     """Fails when scripts/install left a stock pyfuse3 (mountd would list slowly, silently)."""
-    assert LIST_BY_INODE
+    assert FuseFeatures.installed().list_by_inode
 
 
 def _listing(path: Path) -> list[str]:

@@ -19,7 +19,7 @@ import trio
 
 import vfs
 from mountd import MountOptions, mounted
-from mountd._ops import OWN_PAGE_CACHE
+from mountd._terms import FuseFeatures
 
 pytestmark = [pytest.mark.mount, pytest.mark.timeout(120)]
 
@@ -28,7 +28,7 @@ MiB = 1 << 20
 
 def test_the_installed_pyfuse3_lets_mountd_keep_written_pages() -> None:
     """Fails when scripts/install left a stock pyfuse3 (every write would empty the cache)."""
-    assert OWN_PAGE_CACHE
+    assert FuseFeatures.installed().own_page_cache
 
 
 def _write_chunks(path: Path, chunks: list[tuple[int, bytes]]) -> None:

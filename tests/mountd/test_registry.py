@@ -1,4 +1,5 @@
-"""The mount registry without a mount: mountinfo parsing, state files, process identity."""
+"""The mount registry without a mount: finding our mounts, state files, process identity
+(mountinfo parsing itself is ``vfs._mounts``, tested in ``tests/vfs/test_mounts.py``)."""
 
 from __future__ import annotations
 
@@ -12,39 +13,26 @@ import pytest
 
 from mountd import _registry as registry
 
-MOUNTINFO = (
-    b"22 1 0:21 / / rw,relatime shared:1 - ext4 /dev/vda1 rw\n"
-    b"97 22 0:52 / /tmp/a\\040b\\011c\\134d rw,nosuid,nodev,relatime shared:50 - fuse.mountd agentroot"
-    b" rw,user_id=0,group_id=0,default_permissions\n"
-    b"98 22 0:53 / /tmp/plain rw,nosuid,nodev - fuse.other thing rw\n"
-    b"99 22 0:54 / /tmp/caf\xc3\xa9 rw - fuse.mountd agentroot rw\n"
-    b"garbage line without separator\n"
-)
-
-
-def test_parse_mountinfo_unescapes_and_keeps_order() -> None:
-    entries = registry.parse_mountinfo(MOUNTINFO)
-    assert [e.mountpoint for e in entries] == ["/", "/tmp/a b\tc\\d", "/tmp/plain", "/tmp/café"]
-    ours = entries[1]
-    assert ours == registry.MountEntry(
-        mount_id=97,
-        device="0:52",
-        mountpoint="/tmp/a b\tc\\d",
-        fstype="fuse.mountd",
-        source="agentroot",
-        options="rw,user_id=0,group_id=0,default_permissions",
-    )
-
-
-def test_unescape_keeps_undecodable_bytes() -> None:
-    assert registry.unescape(b"/x\\040y") == "/x y"
-    assert os.fsencode(registry.unescape(b"/bad\\377")) == b"/bad\xff"
-
 
 def test_our_mounts_reads_this_process_mountinfo() -> None:
     # Whatever is mounted here, only fuse.mountd entries come back.
     assert all(entry.fstype == "fuse.mountd" for entry in registry.our_mounts())
     assert registry.mount_at("/") is None  # the root is not ours
+
+
+def test_canonical_resolves_symlinks_as_realpath_does(tmp_path: Path) -> None:
+    real = tmp_path / "real dir"
+    (real / "mnt").mkdir(parents=True)
+    (tmp_path / "parent-link").symlink_to(real)
+    (tmp_path / "final-link").symlink_to(real / "mnt")
+    (tmp_path / "relative-link").symlink_to("parent-link/mnt")
+    (tmp_path / "loop").symlink_to("loop")
+    for spelled in ("parent-link/mnt", "final-link", "relative-link", "real dir/./mnt"):
+        assert registry.canonical(tmp_path / spelled) == str(real / "mnt"), spelled
+    assert registry.canonical(tmp_path / "parent-link" / "missing") == str(real / "missing")
+    assert registry.canonical(tmp_path / "loop") == os.path.realpath(tmp_path / "loop")
+    assert registry.canonical("/") == "/"
+    assert registry.canonical("/proc") == "/proc"  # listed in mountinfo: taken as it is
 
 
 def test_probe_a_plain_directory_is_live(tmp_path: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import textwrap
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -30,6 +31,7 @@ from mountd._spec import (
     parse_spec,
     tomllib,  # the stdlib's, or tomli on 3.10
 )
+from vfs._mounts import FRESH_FOR
 
 
 def write_spec(directory: Path, text: str, name: str = "spec.toml") -> Path:
@@ -215,6 +217,45 @@ def test_built_tree_serves_every_layer_through_vfs_verbs(tree: Path) -> None:
     run_both(check)
 
 
+@pytest.mark.mount
+def test_a_dir_layer_leaves_out_mounts_below_it_unless_it_crosses_them(tree: Path) -> None:
+    spec = write_spec(
+        tree,
+        """
+        [root]
+        type = "union"
+        [root.mounts."/plain"]
+        type = "dir"
+        path = "src"
+        [root.mounts."/crossing"]
+        type = "dir"
+        path = "src"
+        cross_mounts = true
+        """,
+    )
+    layer = load_spec(spec)
+    assert describe(layer) == (
+        f"union(/crossing = dir {tree}/src (crossing mounts), /plain = dir {tree}/src)"
+    )
+    fs = build(layer)
+    inside = tree / "src" / "mounted"
+    inside.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "tmpfs", str(inside)], check=True)
+    try:
+        (inside / "x.txt").write_text("on the tmpfs")
+
+        async def check() -> None:
+            await anyio.sleep(2 * FRESH_FOR)
+            assert "/plain/mounted" not in await names(fs, "/plain")
+            assert (await fs.stat("/plain/mounted/x.txt")).kind == "missing"
+            assert "/crossing/mounted" in await names(fs, "/crossing")
+            assert await fs.read("/crossing/mounted/x.txt") == "on the tmpfs"
+
+        run_both(check)
+    finally:
+        subprocess.run(["umount", "-l", str(inside)], check=True)
+
+
 def test_built_temp_and_empty_layers(tree: Path) -> None:
     temp = build(
         parse_spec('[root]\ntype = "temp"\nfiles = { "/a/b.txt" = "b" }\n', file="t", base_dir=tree)
@@ -347,6 +388,11 @@ ERRORS = [
         '[root]\ntype = "dir"\npath = "src"\nread_only = "yes"\n',
         'root.read_only: expected true or false, got string "yes"',
         id="read-only-not-bool",
+    ),
+    pytest.param(
+        '[root]\ntype = "dir"\npath = "src"\ncross_mounts = 1\n',
+        "root.cross_mounts: expected true or false, got integer 1",
+        id="cross-mounts-not-bool",
     ),
     pytest.param(
         '[root]\ntype = "dir"\npath = "src"\nreadonly = true\n',

@@ -388,7 +388,7 @@ def test_an_unreachable_store_is_eio(s3: Store, monkeypatch: pytest.MonkeyPatch)
         for call in (tree.read, tree.stat):
             with pytest.raises(vfs.PathError) as caught:
                 await call("/a.txt")
-            assert str(caught.value) == "eio: /a.txt"
+            assert str(caught.value) == "input/output error: /a.txt"
         for change in (tree.delete, lambda path: tree.write(path, "x")):
             with pytest.raises(vfs.WriteFailedError) as caught:
                 await change("/a.txt")
@@ -396,7 +396,7 @@ def test_an_unreachable_store_is_eio(s3: Store, monkeypatch: pytest.MonkeyPatch)
             assert caught.value.errno == errno.EIO
         with pytest.raises(vfs.PathError) as caught:
             [e async for e in tree.list("/")]
-        assert str(caught.value) == "eio: /"
+        assert str(caught.value) == "input/output error: /"
 
     run("trio", body)
     files.close()

@@ -222,7 +222,7 @@ def test_lower_handle_sees_the_copy(backend: str) -> None:
         writer = await cow.open("/a.txt", write=True)
         await writer.write(0, b"ALPHA")
         assert await reader.read(0, 100) == b"ALPHA\n"  # one file, as POSIX says
-        with pytest.raises(vfs.PathError, match=exactly("ebadf: /a.txt")):
+        with pytest.raises(vfs.PathError, match=exactly("bad file descriptor: /a.txt")):
             await reader.write(0, b"no")
         await reader.close()
         await writer.close()
@@ -449,7 +449,7 @@ def test_rename_errors_as_posix(backend: str) -> None:
         lower, cow = await seeded()
         with pytest.raises(vfs.FileNotFoundError, match=exactly("not found: /nope")):
             await cow.rename("/nope", "/x")
-        with pytest.raises(vfs.PathError, match=exactly("einval: /d")) as caught:
+        with pytest.raises(vfs.PathError, match=exactly("invalid argument: /d")) as caught:
             await cow.rename("/d", "/d/sub/inside")
         assert caught.value.errno == errno.EINVAL
         with pytest.raises(vfs.NotADirectoryError, match=exactly("not a directory: /a.txt")):
@@ -458,7 +458,7 @@ def test_rename_errors_as_posix(backend: str) -> None:
             await cow.rename("/a.txt", "/e")
         with pytest.raises(vfs.DirectoryNotEmptyError, match=exactly("directory not empty: /e")):
             await cow.rename("/d", "/e")
-        with pytest.raises(vfs.PathError, match=exactly("ebusy: /")):
+        with pytest.raises(vfs.PathError, match=exactly("device or resource busy: /")):
             await cow.rename("/", "/x")
         await cow.rename("/a.txt", "/a.txt")  # the same entry: nothing happens
         await cow.rename("/a.txt", "/e/keep.txt", exchange=True)
@@ -545,7 +545,9 @@ def test_symlinks_resolve_in_the_merged_view(backend: str) -> None:
         assert (await cow.lstat("/d/up")).kind == "symlink"
         assert await cow.readlink("/link") == "/d"
         await cow.symlink("/loop", "/loop")
-        with pytest.raises(vfs.PathError, match=exactly("eloop: /loop")):
+        with pytest.raises(
+            vfs.PathError, match=exactly("too many levels of symbolic links: /loop")
+        ):
             await cow.read("/loop")
         await cow.write("/d/up", "through a dangling link\n")  # creates the target
         assert await cow.read("/e/keep.txt") == "through a dangling link\n"

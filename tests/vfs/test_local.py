@@ -13,7 +13,7 @@ import anyio
 import pytest
 
 import vfs
-from vfs._hostdisk import guard_mountpoint, release_mountpoint
+from vfs._disk import guard_mountpoint, release_mountpoint
 
 BACKENDS = ["trio", "asyncio"]
 
@@ -185,3 +185,22 @@ def test_walks_skip_a_guarded_mountpoint(backend: str, cwd: Path) -> None:
         assert len(await collect(fs.glob("**/*.py"))) == 2
 
     run(backend, body)
+
+
+@pytest.mark.parametrize("backend", ["trio", "asyncio"])
+def test_an_omitted_grep_scope_is_the_cwd_as_for_list_and_glob(
+    backend: str, tmp_path: Path
+) -> None:
+    """``GrepQuery(pattern)`` and ``SearchQuery(query)`` search the cwd, never the host root."""
+    (tmp_path / "a.txt").write_text("needle\n")
+    fs = vfs.local_file_system(tmp_path)
+
+    async def main() -> None:
+        assert vfs.GrepQuery("x").path == vfs.SearchQuery("x").path == ""  # (else: all of /)
+        hits = [hit async for hit in fs.grep(vfs.GrepQuery("needle"))]
+        assert hits == [vfs.GrepResult(f"{tmp_path}/a.txt", 1, "needle")]
+        assert [entry.path async for entry in fs.list()] == [f"{tmp_path}/a.txt"]
+        assert [entry.path async for entry in fs.glob("*")] == [f"{tmp_path}/a.txt"]
+        assert [r async for r in fs.search(vfs.SearchQuery("needle"))] == []
+
+    anyio.run(main, backend=backend)

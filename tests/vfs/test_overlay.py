@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import socket
 
 import pytest
 
@@ -162,8 +163,9 @@ def test_path_errors_are_answers(backend: str) -> None:
         overlay = vfs.overlay_fs([upper, lower])
         with pytest.raises(vfs.IsADirectoryError, match=exactly("is a directory: /d")):
             await overlay.read("/d")
+        stream = overlay.grep(vfs.GrepQuery("("))  # raised at the first iteration, as every tree
         with pytest.raises(vfs.InvalidGrepPatternError, match=exactly("invalid grep pattern: (")):
-            overlay.grep(vfs.GrepQuery("("))
+            await collect(stream)
 
     run(backend, main)
 
@@ -272,3 +274,66 @@ def test_directory_link_counts_are_merged(backend: str) -> None:
         assert (await overlay.stat("/src/b")).nlink == 2
 
     run(backend, main)
+
+
+def _unreachable_store() -> vfs.S3HostFiles:
+    """Our own S3 layer pointed at a port nobody listens on: every request is refused."""
+    import boto3
+    from botocore.config import Config
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    session = boto3.session.Session(
+        aws_access_key_id="key", aws_secret_access_key="secret", region_name="us-east-1"
+    )
+    client = session.client(
+        "s3",
+        endpoint_url=f"http://127.0.0.1:{port}",
+        config=Config(
+            retries={"total_max_attempts": 1}, connect_timeout=2, s3={"addressing_style": "path"}
+        ),
+    )
+    return vfs.S3HostFiles("agentroot", client=client, metadata_ttl=0)
+
+
+@pytest.mark.parametrize("store_first", [True, False])
+def test_a_downed_s3_layer_costs_only_its_own_files(backend: str, store_first: bool) -> None:
+    """``S3HostFiles`` reports a store it cannot reach as ``PathError(EIO)``: that is the layer
+    failing, not an answer, so the overlay serves the other layer's files; it fails only when no
+    layer served."""
+    store = _unreachable_store()
+    down = vfs.host_fs(store, "scope")
+    local = vfs.temp_fs({"/a.txt": "hello\n", "/d/b.txt": "hello b\n"})
+    overlay = vfs.overlay_fs([down, local] if store_first else [local, down])
+
+    async def main() -> None:
+        with pytest.raises(vfs.PathError) as caught:
+            await down.stat("/a.txt")
+        assert caught.value.errno == errno.EIO
+        assert (await overlay.stat("/a.txt")).kind == "file"
+        assert (await overlay.stat("/nope")).kind == "missing"
+        assert (await overlay.lstat("/d")).kind == "directory"
+        assert await overlay.read("/a.txt") == "hello\n"
+        assert await paths(overlay.list("/")) == ["/a.txt", "/d"]
+        assert await paths(overlay.glob("**/*.txt")) == ["/a.txt", "/d/b.txt"]
+        hits = await collect(overlay.grep(vfs.GrepQuery("hello")))
+        assert hits == [
+            vfs.GrepResult("/a.txt", 1, "hello"),
+            vfs.GrepResult("/d/b.txt", 1, "hello b"),
+        ]
+        assert await collect(overlay.search(vfs.SearchQuery("hello"))) == []
+        handle = await overlay.open("/d/b.txt")
+        assert await handle.read(0, 100) == b"hello b\n"
+        await handle.close()
+        alone = vfs.overlay_fs([down])
+        with pytest.raises(vfs.PathError) as caught:
+            await alone.stat("/a.txt")  # no layer served: the layer's own error
+        assert caught.value.errno == errno.EIO
+        with pytest.raises(vfs.PathError):
+            await collect(alone.grep(vfs.GrepQuery("hello")))
+
+    try:
+        run(backend, main)
+    finally:
+        store.close()

@@ -298,6 +298,67 @@ def test_symlinks_do_not_lead_around_the_rules(backend: str) -> None:
     run(backend, body)
 
 
+def _tree_of(kind: str, files: dict[str, str], tmp_path: Path) -> vfs.PosixFileSystem:
+    if kind == "dir":
+        for name, text in files.items():
+            (tmp_path / name[1:]).parent.mkdir(parents=True, exist_ok=True)
+            (tmp_path / name[1:]).write_text(text)
+        return vfs.posix_view(vfs.dir_fs(tmp_path))
+    if kind == "cow":
+        return vfs.posix_view(vfs.cow_fs(vfs.temp_fs(files)))
+    return vfs.posix_view(vfs.temp_fs(files))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("kind", ["temp", "cow", "dir"])
+def test_dotdot_in_a_link_target_is_judged_where_it_leads(
+    backend: str, kind: str, tmp_path: Path
+) -> None:
+    """``/l -> y/..`` with ``/y -> /secret/inner`` leads to ``/secret``, as every tree resolves
+    it: the policy judges that, not the textual ``/``."""
+
+    async def body() -> None:
+        base = _tree_of(
+            kind, {"/secret/data.txt": "TOP SECRET\n", "/secret/inner/x": "x"}, tmp_path
+        )
+        await base.symlink("/y", "/secret/inner")
+        await base.symlink("/l", "y/..")
+        assert await base.read("/l/data.txt") == "TOP SECRET\n"  # where the tree goes
+        guarded = vfs.policy_fs(base, {"/secret/": "none"})
+        for call in (
+            lambda: guarded.read("/secret/data.txt"),
+            lambda: guarded.read("/l/data.txt"),
+            lambda: guarded.stat("/l/inner/x"),
+            lambda: guarded.write("/l/new.txt", "x"),
+        ):
+            with pytest.raises(PolicyDeniedError):
+                await call()
+        assert await paths(guarded.list("/l")) == []
+
+    run(backend, body)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("kind", ["temp", "cow", "dir"])
+def test_a_dotdot_link_does_not_write_into_git_hooks(
+    backend: str, kind: str, tmp_path: Path
+) -> None:
+    async def body() -> None:
+        files = {"/.git/HEAD": "ref: refs/heads/main\n", "/.git/objects/info/packs": "",
+                 "/.git/hooks/pre-commit.sample": "#!/bin/sh\n"}  # fmt: skip
+        base = _tree_of(kind, files, tmp_path)
+        await base.symlink("/y", "/.git/objects")
+        await base.symlink("/l", "y/../hooks")
+        guarded = vfs.policy_fs(base, repository_policy())
+        with pytest.raises(PolicyDeniedError):
+            await guarded.write("/l/pre-commit", "#!/bin/sh\necho pwned\n")
+        with pytest.raises(PolicyDeniedError):
+            await guarded.open("/l/pre-commit", write=True, create=True)
+        assert not (await base.lstat("/.git/hooks/pre-commit")).exists
+
+    run(backend, body)
+
+
 # --- the repository policy ---------------------------------------------------------------------
 
 REPO: dict[str, str | bytes] = {

@@ -64,7 +64,7 @@ def test_temp_fs_reports_a_new_node_as_an_entry_change() -> None:
     run("trio", body)
 
 
-def test_dir_fs_makes_fifos_and_sockets_on_the_host_and_refuses_devices(tmp_path: Path) -> None:
+def test_dir_fs_makes_fifos_and_sockets_on_the_host_and_emulates_devices(tmp_path: Path) -> None:
     async def body() -> None:
         tree = vfs.dir_fs(str(tmp_path))
         await tree.mknod("/p", "fifo", mode=0o604)
@@ -76,11 +76,33 @@ def test_dir_fs_makes_fifos_and_sockets_on_the_host_and_refuses_devices(tmp_path
         assert (await tree.lstat("/s")).special == "socket"
         infos = {entry.path: info for entry, info in await tree.list_info("/")}
         assert (infos["/p"].kind, infos["/p"].special) == ("file", "fifo")
-        for device in ("char", "block"):
-            with pytest.raises(vfs.PathError) as refused:
-                await tree.mknod("/dev", device, rdev=0x0103)
-            assert refused.value.errno == errno.EPERM
-        assert sorted(os.listdir(tmp_path)) == ["p", "s"]
+        # A device node is never a device on the host: an empty file it cannot open as one.
+        for device, name in (("char", "/c"), ("block", "/b")):
+            await tree.mknod(name, device, mode=0o640, rdev=0x0103, uid=0, gid=0)
+            host = os.lstat(tmp_path / name[1:])
+            assert stat.S_ISREG(host.st_mode) and host.st_size == 0
+            assert stat.S_IMODE(host.st_mode) == 0o1600
+            info = await tree.lstat(name)
+            assert (info.kind, info.special, info.rdev, info.mode) == (
+                "file",
+                device,
+                0x0103,
+                0o640,
+            )
+            assert (await tree.stat(name)).special == device
+        await tree.setattr("/c", mode=0o600)  # kept in the record, not on the placeholder
+        assert (await tree.lstat("/c")).mode == 0o600
+        assert stat.S_IMODE(os.lstat(tmp_path / "c").st_mode) == 0o1600
+        infos = {entry.path: info for entry, info in await tree.list_info("/")}
+        assert (infos["/b"].special, infos["/b"].rdev) == ("block", 0x0103)
+        await tree.rename("/c", "/c2")
+        assert (await tree.lstat("/c2")).special == "char"
+        await tree.unlink("/c2")
+        assert sorted(os.listdir(tmp_path)) == ["b", "p", "s"]
+        # An empty file of that mode without the record is a plain file.
+        (tmp_path / "plain").touch()
+        os.chmod(tmp_path / "plain", 0o1600)
+        assert (await tree.lstat("/plain")).special is None
         with pytest.raises(vfs.FileExistsError):
             await tree.mknod("/p", "fifo")
 
@@ -160,15 +182,16 @@ def test_cow_fs_copies_a_lower_fifo_up_as_a_node_without_opening_it(tmp_path: Pa
     run("trio", body)
 
 
-def test_a_durable_cow_upper_refuses_device_nodes_as_its_dir_fs_does(tmp_path: Path) -> None:
+def test_a_durable_cow_upper_holds_device_nodes_as_its_dir_fs_does(tmp_path: Path) -> None:
     async def body() -> None:
         (tmp_path / "upper").mkdir()
         tree = vfs.cow_fs(vfs.temp_fs(), vfs.dir_fs(str(tmp_path / "upper")))
         await tree.mknod("/p", "fifo")
         assert stat.S_ISFIFO(os.lstat(tmp_path / "upper" / "p").st_mode)
-        with pytest.raises(vfs.PathError) as refused:
-            await tree.mknod("/d", "char", rdev=0x0103)
-        assert refused.value.errno == errno.EPERM
+        await tree.mknod("/d", "char", rdev=0x0103)
+        assert ((await tree.lstat("/d")).special, (await tree.lstat("/d")).rdev) == ("char", 0x0103)
+        assert stat.S_ISREG(os.lstat(tmp_path / "upper" / "d").st_mode)  # never a device
+        assert [c async for c in tree.changes()] == []  # special files are no change
 
     run("trio", body)
 

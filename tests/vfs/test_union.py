@@ -256,8 +256,9 @@ def test_child_errors_name_union_paths(backend: str) -> None:
         assert caught.value.path == "/repo/x"
         with pytest.raises(vfs.FileNotFoundError, match=exactly("not found: /t/x")):
             await union.delete("/t/x")
+        stream = union.grep(vfs.GrepQuery("("))  # raised at the first iteration, as every tree
         with pytest.raises(vfs.InvalidGrepPatternError, match=exactly("invalid grep pattern: (")):
-            union.grep(vfs.GrepQuery("("))
+            await collect(stream)
         tree.failure = vfs.PermissionDeniedError("/a")
         with pytest.raises(vfs.PermissionDeniedError, match=exactly("permission denied: /repo/a")):
             await collect(union.list("/repo"))  # raised lazily, inside the iterator
@@ -269,6 +270,18 @@ def test_child_errors_name_union_paths(backend: str) -> None:
         with pytest.raises(RuntimeError, match=r"^backend down") as other:
             await collect(union.grep(vfs.GrepQuery("x", path="/repo")))
         assert other.value.__notes__ == ["(raised by the tree mounted at /repo)"]
+        # Untyped errors: the paths in the message move into the union's namespace (best
+        # effort); URLs, numbers and words with slashes stay.
+        tree.failure = RuntimeError("cannot read /a (from https://store.example/a, 1/2 and/or /)")
+        with pytest.raises(RuntimeError) as untyped_text:
+            await union.read("/repo/a")
+        assert str(untyped_text.value) == (
+            "cannot read /repo/a (from https://store.example/a, 1/2 and/or /repo)"
+        )
+        tree.failure = OSError(5, "no answer for /a/b")
+        with pytest.raises(OSError) as untyped_os:
+            await union.stat("/repo/a/b")
+        assert str(untyped_os.value) == "[Errno 5] no answer for /repo/a/b"
 
     run(backend, main)
 
@@ -292,7 +305,10 @@ def test_posix_operations(backend: str) -> None:
             for op in (union.rmdir, union.unlink):
                 with pytest.raises(vfs.PathError) as busy:
                     await op(mount_point)
-                assert (busy.value.errno, str(busy.value)) == (errno.EBUSY, f"ebusy: {mount_point}")
+                assert (busy.value.errno, str(busy.value)) == (
+                    errno.EBUSY,
+                    f"device or resource busy: {mount_point}",
+                )
             with pytest.raises(vfs.PathError) as busy:
                 await union.rename(mount_point, "/a/z")
             assert busy.value.errno == errno.EBUSY

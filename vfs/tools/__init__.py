@@ -21,6 +21,7 @@ from ._read import number_lines
 from ._tool import Content, Tool, ToolResult, ToolSpec
 from ._toolset import (
     FILE_FAMILIES,
+    BindsTools,
     LocalOptions,
     Runtime,
     Toolset,
@@ -34,6 +35,7 @@ __all__ = [
     "FILE_TOOL_NAMES",
     "RUNTIME_ALIASES",
     "ArgumentError",
+    "BindsTools",
     "Content",
     "LocalOptions",
     "OutputMode",

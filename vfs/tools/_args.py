@@ -15,13 +15,18 @@ with a sentence that names the tool and the problem. It never guesses:
 * types are JSON's: a ``boolean`` is ``true``/``false`` only, an ``integer`` is an int (or a
   float with no fraction, as some JSON encoders send) and never a boolean, a ``string`` is a
   string, an ``array`` of strings is a list of strings; ``null`` means "not given";
-* integer bounds (``minimum``) and enumerations are checked here, so tool bodies get clean values.
+* integer bounds (``minimum``) and enumerations are checked here, so tool bodies get clean values;
+* text is Unicode: a string holding a lone surrogate (JSON can spell ``"\ud800"``) is refused,
+  except in an argument that names a path (``names_a_path``), which goes to the tree as given:
+  a surrogate-escaped byte there names a host file whose name is not UTF-8, and any other lone
+  surrogate is the tree's ``InvalidPathError``.
 
 Pure: no I/O, no state.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -48,6 +53,7 @@ class Param:
     minimum: int | None = None
     enum: tuple[str, ...] = ()
     default: object = None
+    names_a_path: bool = False
 
     def schema(self) -> dict[str, Any]:
         """This parameter as a JSON-schema property."""
@@ -116,6 +122,8 @@ def _check(tool: str, param: Param, spelling: str, value: object) -> object:
     if param.type == "string":
         if not isinstance(value, str):
             raise ArgumentError(f"{where} must be a string, not {_json_type(value)}")
+        if not param.names_a_path:
+            _check_text(where, value)
         if param.enum and value not in param.enum:
             choices = ", ".join(param.enum)
             raise ArgumentError(f"{where} must be one of {choices}, not {value!r}")
@@ -140,7 +148,23 @@ def _check(tool: str, param: Param, spelling: str, value: object) -> object:
     # "array" of strings
     if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
         raise ArgumentError(f"{where} must be an array of strings, not {_json_type(value)}")
+    if not param.names_a_path:
+        for item in value:
+            _check_text(where, item)
     return list(value)
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _check_text(where: str, value: str) -> None:
+    found = None if value.isascii() else _SURROGATE.search(value)
+    if found is not None:
+        code = ord(found.group())
+        raise ArgumentError(
+            f"{where} holds a lone surrogate (U+{code:04X}) at character {found.start()}, "
+            "which is not text"
+        )
 
 
 def _json_type(value: object) -> str:

@@ -6,7 +6,8 @@ Each tool is a :class:`~vfs.tools._tool.ToolSpec`: a name, a description, declar
 (with the native aliases accepted at invoke time) and a body that makes FileSystem calls:
 
 ========================  =====================================================================
-``Read``                  ``read``; text numbered like ``cat -n``, images as a base64 part
+``Read``                  text read a window at a time, numbered like ``cat -n``; images ``read``
+                          whole, as a base64 part
 ``LS``                    ``stat`` then ``list``; directories marked ``/``, symlinks ``@``
 ``Grep``                  ``grep`` with ``output_mode``/``head_limit``/``offset`` on the tool
 ``Glob``                  ``glob(pattern, path)``; matches relative to ``path``
@@ -21,9 +22,12 @@ Every path argument is resolved once at the tool boundary, the way the bound tre
 tree's own ``resolve`` for the host-default ``local_file_system`` (relative to its cwd). So the
 paths in messages (``Wrote contents to /a.txt``, ``not found: /a.txt``) are the tree's paths.
 
-StrReplace checks its arguments before it reads (an empty ``oldText`` fails without I/O); a
+StrReplace checks its arguments before it reads (an empty ``oldText`` fails without I/O), edits
+the file's exact bytes (``vfs.tools._edit``), and refuses a file over ``EDIT_MAX_BYTES``; a
 failure to write the edit back is reported as ``WriteFailedError`` (``write failed: {path}``,
-the tree's own error chained as ``__cause__``), as the contract says.
+the tree's own error chained as ``__cause__``), as the contract says. Write, StrReplace and
+Delete of one file are serialized (``vfs.tools._edit.EDIT_LOCKS``), so parallel calls never
+lose an edit.
 """
 
 from __future__ import annotations
@@ -32,13 +36,14 @@ from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
 from typing import cast
 
-from .._content import is_image_path
-from .._errors import FileNotFoundError, NotADirectoryError, WriteFailedError
+from .._content import contents_for, is_image_path
+from .._errors import EditError, FileNotFoundError, NotADirectoryError, WriteFailedError
 from .._local import LocalFileSystem
 from .._paths import ROOT, base_name, normalize_path
+from .._reading import TooLargeError, read_at_most
 from .._types import FileSystem, GrepQuery, SearchQuery, SearchResult
 from ._args import ArgumentError, Param
-from ._edit import check_edit, splice
+from ._edit import EDIT_LOCKS, EDIT_MAX_BYTES, TOO_LARGE, check_edit, splice
 from ._grep import OUTPUT_MODES, OutputMode, grep_tool
 from ._names import (
     DELETE,
@@ -82,7 +87,7 @@ def _int(args: dict[str, object], name: str) -> int | None:
 
 async def _read(fs: FileSystem, resolve: Callable[[str], str], args: dict[str, object]) -> Content:
     path = resolve(_str(args, "path"))
-    return render(path, await fs.read(path), _int(args, "offset"), _int(args, "limit"))
+    return await render(fs, path, _int(args, "offset"), _int(args, "limit"))
 
 
 READ_SPEC = ToolSpec(
@@ -92,7 +97,14 @@ READ_SPEC = ToolSpec(
     "negative counts from the end) and limit (most lines) for long files. Images (jpeg, png, "
     "gif, webp) come back as an image.",
     (
-        Param("path", "string", "The file to read.", required=True, aliases=FILE_ALIASES),
+        Param(
+            "path",
+            "string",
+            "The file to read.",
+            required=True,
+            aliases=FILE_ALIASES,
+            names_a_path=True,
+        ),
         Param("offset", "integer", "The first line to show (1-based; negative: from the end)."),
         Param("limit", "integer", "The most lines to show.", minimum=1),
     ),
@@ -127,6 +139,7 @@ LS_SPEC = ToolSpec(
             "string",
             "The directory to list (default: the root).",
             aliases=(*DIR_ALIASES, "dir"),
+            names_a_path=True,
         ),
     ),
     _ls,
@@ -172,6 +185,7 @@ GREP_SPEC = ToolSpec(
             "string",
             "File or directory to search (default: the root).",
             aliases=DIR_ALIASES,
+            names_a_path=True,
         ),
         Param(
             "glob",
@@ -236,6 +250,7 @@ GLOB_SPEC = ToolSpec(
             "string",
             "The directory to match under (default: the root).",
             aliases=DIR_ALIASES,
+            names_a_path=True,
         ),
     ),
     _glob,
@@ -247,7 +262,8 @@ GLOB_SPEC = ToolSpec(
 
 async def _write(fs: FileSystem, resolve: Callable[[str], str], args: dict[str, object]) -> Content:
     path = resolve(_str(args, "path"))
-    await fs.write(path, _str(args, "fileText"))
+    async with EDIT_LOCKS.hold(fs, path):
+        await fs.write(path, _str(args, "fileText"))
     return f"Wrote contents to {path}"
 
 
@@ -255,7 +271,14 @@ WRITE_SPEC = ToolSpec(
     WRITE,
     "Create or overwrite a file with the given text. Parent directories are created.",
     (
-        Param("path", "string", "The file to write.", required=True, aliases=FILE_ALIASES),
+        Param(
+            "path",
+            "string",
+            "The file to write.",
+            required=True,
+            aliases=FILE_ALIASES,
+            names_a_path=True,
+        ),
         Param(
             "fileText",
             "string",
@@ -277,16 +300,18 @@ async def _str_replace(
     path = resolve(_str(args, "path"))
     old, new = _str(args, "oldText"), _str(args, "newText")
     check_edit(path, old, new)
-    contents = await fs.read(path)
-    if isinstance(contents, bytes):
-        if is_image_path(path):
-            raise ArgumentError(f"StrReplace: {path} is an image, not text")
-        contents = contents.decode("utf-8", "replace")
-    text, occurrences = splice(path, contents, old, new, bool(args.get("replaceAll", False)))
-    try:
-        await fs.write(path, text)
-    except OSError as error:
-        raise WriteFailedError(path) from error
+    if is_image_path(path):
+        raise ArgumentError(f"StrReplace: {path} is an image, not text")
+    async with EDIT_LOCKS.hold(fs, path):
+        try:
+            data = await read_at_most(fs, path, EDIT_MAX_BYTES)
+        except TooLargeError:
+            raise EditError(path, TOO_LARGE) from None
+        edited, occurrences = splice(path, data, old, new, bool(args.get("replaceAll", False)))
+        try:
+            await fs.write(path, contents_for(path, edited))
+        except OSError as error:
+            raise WriteFailedError(path) from error
     return {"occurrencesModified": occurrences}
 
 
@@ -296,7 +321,14 @@ STR_REPLACE_SPEC = ToolSpec(
     "include enough surrounding lines to make it unique. The text is matched literally "
     "(no regular expressions) and must not include Read's line-number prefixes.",
     (
-        Param("path", "string", "The file to edit.", required=True, aliases=FILE_ALIASES),
+        Param(
+            "path",
+            "string",
+            "The file to edit.",
+            required=True,
+            aliases=FILE_ALIASES,
+            names_a_path=True,
+        ),
         Param(
             "oldText",
             "string",
@@ -324,14 +356,24 @@ async def _delete(
     fs: FileSystem, resolve: Callable[[str], str], args: dict[str, object]
 ) -> Content:
     path = resolve(_str(args, "path"))
-    await fs.delete(path)
+    async with EDIT_LOCKS.hold(fs, path):
+        await fs.delete(path)
     return f"Deleted {path}"
 
 
 DELETE_SPEC = ToolSpec(
     DELETE,
     "Delete a file.",
-    (Param("path", "string", "The file to delete.", required=True, aliases=FILE_ALIASES),),
+    (
+        Param(
+            "path",
+            "string",
+            "The file to delete.",
+            required=True,
+            aliases=FILE_ALIASES,
+            names_a_path=True,
+        ),
+    ),
     _delete,
 )
 
@@ -363,12 +405,18 @@ SEMANTIC_SEARCH_SPEC = ToolSpec(
     "score, then a snippet. Trees without an index find nothing.",
     (
         Param("query", "string", "What to look for, in plain words.", required=True),
-        Param("target_directories", "array", "Directories to search in (default: the root)."),
+        Param(
+            "target_directories",
+            "array",
+            "Directories to search in (default: the root).",
+            names_a_path=True,
+        ),
         Param(
             "path",
             "string",
             "One directory to search in (instead of target_directories).",
             aliases=DIR_ALIASES,
+            names_a_path=True,
         ),
         Param(
             "numResults",
@@ -399,15 +447,22 @@ SPECS: Mapping[str, ToolSpec] = MappingProxyType(
 )
 
 
-def synthesize_tools(fs: FileSystem, names: Iterable[str] = FILE_TOOL_NAMES) -> dict[str, Tool]:
+def synthesize_tools(
+    fs: FileSystem,
+    names: Iterable[str] = FILE_TOOL_NAMES,
+    *,
+    resolve_path: Callable[[str], str] | None = None,
+) -> dict[str, Tool]:
     """The file tools ``names`` (synthesized names, e.g. ``Toolset.file_tools``) bound to ``fs``,
-    keyed by name in the canonical order. Raises ``ValueError`` for a name that is not one."""
+    keyed by name in the canonical order. ``resolve_path`` is how path arguments resolve
+    (default: :func:`path_resolver` of ``fs``). Raises ``ValueError`` for a name that is not
+    one."""
     wanted = set(names)
     unknown = wanted - set(FILE_TOOL_NAMES)
     if unknown:
         known = ", ".join(FILE_TOOL_NAMES)
         raise ValueError(f"not a file tool: {', '.join(sorted(unknown))} (expected {known})")
-    resolve = path_resolver(fs)
+    resolve = path_resolver(fs) if resolve_path is None else resolve_path
     return {name: Tool(SPECS[name], fs, resolve) for name in FILE_TOOL_NAMES if name in wanted}
 
 

@@ -16,6 +16,11 @@ dict, fresh on every access so nobody can edit a shared one) and the FileSystem 
 
 Anything else (a ``TypeError`` from a buggy tree, cancellation) propagates: it is not the
 model's doing and hiding it would hide the bug.
+
+What comes back is text any JSON encoder takes: a host name that is not UTF-8 reaches Python
+with surrogate escapes (``os.fsdecode``), which no UTF-8 encoder accepts, so every string of
+the content and of an error is shown through :func:`vfs._paths.printable` (byte ``0x80`` of a
+name as ``\\x80``). Such a name is shown, not addressable by that spelling.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._paths import printable
 from .._types import FileSystem
 from ._args import ArgumentError, Param, input_schema, parse_arguments
 
@@ -93,5 +99,16 @@ class Tool:
             parsed = self.parse_arguments(arguments)
             content = await self.spec.body(self.fs, self.resolve_path, parsed)
         except (ArgumentError, OSError) as error:
-            return ToolResult.failure(str(error))
-        return ToolResult.success(content)
+            return ToolResult.failure(printable(str(error)))
+        return ToolResult.success(_printable_content(content))
+
+
+def _printable_content(content: Any) -> Any:
+    """``content`` with every string :func:`~vfs._paths.printable` (JSON-ready for any encoder)."""
+    if isinstance(content, str):
+        return printable(content)
+    if isinstance(content, dict):
+        return {printable(key): _printable_content(value) for key, value in content.items()}
+    if isinstance(content, list):
+        return [_printable_content(item) for item in content]
+    return content

@@ -48,7 +48,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Literal
+from typing import Literal, Protocol, runtime_checkable
 
 from .._types import FileSystem
 from ._file_tools import synthesize_tools
@@ -144,14 +144,24 @@ class Toolset:
             return None
         return (*self.native_tools, "mcp") if self.mcp else self.native_tools
 
-    def bind(self, fs: FileSystem) -> dict[str, Tool]:
-        """The synthesized tools bound to this turn's tree."""
-        return synthesize_tools(fs, self.file_tools)
+    def bind(self, target: FileSystem | BindsTools) -> dict[str, Tool]:
+        """The synthesized tools bound to this turn: to a :class:`vfs.turns.Turn` (which knows
+        its spill rewrite and when it ends; see :class:`BindsTools`), or to a tree."""
+        if isinstance(target, BindsTools):
+            return target.bind_tools(self.file_tools)
+        return synthesize_tools(target, self.file_tools)
+
+
+@runtime_checkable
+class BindsTools(Protocol):
+    """What binds the file tools of a turn itself (:class:`vfs.turns.Turn`)."""
+
+    def bind_tools(self, names: Iterable[str]) -> dict[str, Tool]: ...
 
 
 def resolve_toolset(
     *,
-    root: FileSystem | Callable[..., FileSystem] | None,
+    root: FileSystem | Callable[..., object] | None,
     tools: Sequence[str] | None,
     runtime: str = "local",
     local: LocalOptions | None = None,

@@ -17,6 +17,12 @@ per turn, ``union_fs({"/": handle, "/tmp": temp_fs()})``, handed out in the :cla
 stored on the session, so it is dropped when the turn ends and the next turn starts with an empty
 ``/tmp``. An authored ``/tmp`` is shadowed by that mount (the union's longest prefix wins).
 
+Whether a turn gets that ``/tmp`` is the allowlist's decision (:attr:`vfs.tools.Toolset.scratch_tmp`):
+the session's :attr:`Session.toolset` (given, or :func:`vfs.tools.resolve_toolset` of the root with
+``tools`` omitted) binds it only when webSearch or webFetch stays; otherwise the turn runs on the
+handle itself, with no scratch (rows ``["updateTodos"]``, ``["semSearch"]``, ``[]``). The turn's
+file tools are ``session.toolset.bind(turn)``: bound to the turn, they end with it.
+
 A session runs one turn at a time: :meth:`Session.begin_turn` while a turn is active raises
 ``RuntimeError``. That is all the session remembers about the turn (a flag), not the turn itself.
 """
@@ -34,6 +40,7 @@ from .._local import local_file_system
 from .._temp import temp_fs
 from .._types import FileSystem
 from .._union import union_fs
+from ..tools import Toolset, resolve_toolset
 from ._spill import SCRATCH, SpillScope
 from ._turn import Turn, open_turn
 
@@ -71,6 +78,8 @@ class Session:
     ``root``: ``None`` (host default), a FileSystem, or a factory. ``context`` is what a factory
     is called with. ``cwd``: the harness's working directory, where native tools spill
     (``{cwd}/agent-tools``) and what the host default resolves relative paths against.
+    ``toolset``: the agent's resolved allowlist (default: ``tools`` omitted), which decides the
+    ``/tmp`` scratch and the file tools ``toolset.bind(turn)`` gives.
     """
 
     def __init__(
@@ -79,12 +88,22 @@ class Session:
         context: RootContext,
         *,
         cwd: str | os.PathLike[str],
+        toolset: Toolset | None = None,
     ) -> None:
         if root is not None and not isinstance(root, FileSystem) and not callable(root):
             raise TypeError(
                 f"root must be a FileSystem, a factory (ctx) -> FileSystem, or None; "
                 f"got {type(root).__name__}"
             )
+        if toolset is None:
+            toolset = resolve_toolset(root=root, tools=None)
+        elif toolset.authored_root != (root is not None):
+            raise ValueError(
+                "the toolset was resolved for "
+                + ("an authored root" if toolset.authored_root else "the host default")
+                + ", not for this root"
+            )
+        self.toolset = toolset
         self._root = root
         self.context = context
         self.cwd = os.path.abspath(os.fspath(cwd))
@@ -133,11 +152,14 @@ class Session:
                 turn = await open_turn(
                     local_file_system(self.cwd), None, scope, number=number, on_end=self._ended
                 )
-            else:
+            elif self.toolset.scratch_tmp:
                 scratch = temp_fs()
                 scope = SpillScope(self.cwd, overlay=True)
                 root = scratch_root(handle, scratch)
                 turn = await open_turn(root, scratch, scope, number=number, on_end=self._ended)
+            else:  # no web tool stays: nothing spills, and the allowlist binds no /tmp
+                scope = SpillScope(self.cwd, overlay=True)
+                turn = await open_turn(handle, None, scope, number=number, on_end=self._ended)
         except BaseException:
             self._in_turn = False
             raise

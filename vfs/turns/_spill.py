@@ -31,6 +31,8 @@ the cwd's symlinks, once per scope):
 - :func:`rewrite_tool_input` rewrites the path argument of Read and Grep (and their native
   aliases) when it still holds the host spill path; any other tool, argument or path is returned
   as is (``/agent-tools/{uuid}.txt`` is an ordinary root path, not the harness's directory).
+  :func:`rewrite_input_path` is that decision for one path; the Read and Grep a turn binds
+  apply it to their own input, so a harness need not call either.
 
 Which tools count: results of ``webSearch``/``webFetch`` (any case, ``_``/``-`` spellings);
 inputs of ``Read``/``Grep`` and their aliases ``read_file``/``grep_search``/``search``.
@@ -309,11 +311,21 @@ def _append_sentence(sentence: str, addition: str) -> str:
     return body + joiner + addition + trail
 
 
+def rewrite_input_path(path: str, scope: SpillScope) -> str:
+    """The path a Read/Grep path argument means: ``/tmp/{uuid}.txt`` for the host spill path
+    ``{cwd}/agent-tools/{uuid}.txt`` in overlay mode, else ``path`` itself."""
+    if not scope.overlay:
+        return path
+    uuid = scope.spill_uuid(path)
+    return path if uuid is None else scratch_path(uuid)
+
+
 def rewrite_tool_input(
     tool_name: str, arguments: Mapping[str, object], turn: SpillScope | HasSpillScope
 ) -> Mapping[str, object]:
     """Read/Grep ``arguments`` with a host spill path ``{cwd}/agent-tools/{uuid}.txt`` moved to
-    ``/tmp/{uuid}.txt`` (overlay mode only); the same mapping when nothing changes."""
+    ``/tmp/{uuid}.txt`` (overlay mode only); the same mapping when nothing changes. The tools a
+    turn binds (:meth:`vfs.turns.Turn.bind_tools`) do this themselves."""
     scope = turn if isinstance(turn, SpillScope) else turn.spill_scope
     if not scope.overlay or not is_read_or_grep(tool_name):
         return arguments
@@ -321,9 +333,9 @@ def rewrite_tool_input(
     for key in PATH_ARGUMENTS:
         value = arguments.get(key)
         if isinstance(value, str):
-            uuid = scope.spill_uuid(value)
-            if uuid is not None:
-                changed[key] = scratch_path(uuid)
+            moved = rewrite_input_path(value, scope)
+            if moved is not value:
+                changed[key] = moved
     if not changed:
         return arguments
     return {**arguments, **changed}

@@ -7,7 +7,8 @@ A :class:`Turn` is made by whoever binds turns (:class:`vfs.turns.Session` for a
 
 - ``root``: the tree the turn's tools run on. After ``end`` it is gone (``RuntimeError``): the
   composed root is dropped with the turn, so a later turn never reads this turn's ``/tmp``.
-- ``scratch``: the tree mounted at ``/tmp`` (``None`` on the host-default path, which has none).
+- ``scratch``: the tree mounted at ``/tmp`` (``None`` on the host-default path, which has none,
+  and under a root whose allowlist keeps no web tool, which binds none).
 - ``spill_scope``: the harness ``cwd`` and the mode (:class:`vfs.turns.SpillScope`).
 - a snapshot of ``{cwd}/agent-tools`` taken when the turn began: the names present then and the
   time. A file "written by the native tool this turn" is one whose name was not there at the
@@ -22,6 +23,10 @@ that were not written this turn (older spills, other directories) are neither co
 rewritten. A file adopted earlier in the turn is rewritten again without copying (its host file
 is gone), so adoption is idempotent. Other tools' results, results naming no spill (small ones)
 and the host-default mode return the result object unchanged. Adoptions run one at a time.
+
+:meth:`Turn.bind_tools` (what ``Toolset.bind(turn)`` calls) binds the file tools to the turn
+itself (``vfs.turns._tools``): they stop working when it ends, and Read/Grep rewrite a host spill
+path in their own input.
 """
 
 from __future__ import annotations
@@ -31,14 +36,16 @@ import errno
 import os
 import stat
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import TypeVar
 
 import anyio
 
 from .._types import FileSystem
+from ..tools import Tool
 from ._spill import SpillScope, is_web_tool, rewrite_result, scratch_path, spill_references
+from ._tools import bind_turn_tools
 
 T = TypeVar("T")
 
@@ -141,6 +148,14 @@ class Turn:
     def spill_scope(self) -> SpillScope:
         return self._scope
 
+    def bind_tools(self, names: Iterable[str]) -> dict[str, Tool]:
+        """The file tools ``names`` bound to this turn (``Toolset.bind(turn)`` calls this): they
+        raise ``TurnEndedError`` once the turn has ended, and Read/Grep take the host spill path
+        for ``/tmp/{uuid}.txt`` (``vfs.turns._tools``)."""
+        if self._root is None:
+            raise TurnEndedError(f"turn {self.number} has ended; it binds no tools")
+        return bind_turn_tools(self, names)
+
     @property
     def adopted(self) -> tuple[str, ...]:
         """The uuids of the spill files this turn adopted, in order."""
@@ -164,8 +179,8 @@ class Turn:
         and follow-up (see the module docstring). Raises ``TurnEndedError`` after :meth:`end`,
         and the ``OSError`` of a failed copy (the host file then stays where it is).
         """
-        if not self._scope.overlay or not is_web_tool(tool_name):
-            return result
+        if not self._scope.overlay or not is_web_tool(tool_name) or self.scratch is None:
+            return result  # (no /tmp: the allowlist has no web tool, so nothing spills here)
         wanted = spill_references(result, self._scope)
         if not wanted:
             return result

@@ -27,23 +27,11 @@ working (they hold their node), as with an unlinked file.
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 
-from .._capabilities import make_link, make_node
+from .._forward import ForwardingTree
 from .._temp import TempFileSystem, temp_fs
-from .._types import (
-    Change,
-    ChangeCallback,
-    DirEntry,
-    FileInfo,
-    FileSystem,
-    GrepQuery,
-    GrepResult,
-    OpenFile,
-    SearchQuery,
-    SearchResult,
-    Special,
-)
+from .._types import Change, ChangeCallback, FileSystem
 from .._union import UnionFileSystem
 from .._watch import Observers
 from ._spill import SCRATCH, SpillScope
@@ -55,27 +43,27 @@ def turn_root(authored: FileSystem) -> TurnRoot:
     return TurnRoot(authored)
 
 
-class _ScratchSlot:
-    """The ``/tmp`` mount of a :class:`TurnRoot`: every call goes to the current scratch."""
+class _ScratchSlot(ForwardingTree):
+    """The ``/tmp`` mount of a :class:`TurnRoot`: every call goes to the current scratch (a
+    ``temp_fs``, so the slot has its capabilities: hard links, nodes, listings that reuse what a
+    mount knows, and ``buffers_writes = False``, without which a mount of a turn root would
+    forward FLUSH at every close and keep a handle per open file)."""
 
-    __slots__ = ("_current", "_observers", "_unsubscribe")
+    __slots__ = ("_observers", "_unsubscribe")
 
-    # Every scratch is a temp_fs, whose open files hold nothing back: without this a mount of a
-    # turn root would forward FLUSH at every close and keep a handle per open file (see
-    # vfs._capabilities.buffers_writes and mountd._ops).
-    buffers_writes = False
+    _inner: TempFileSystem
 
     def __init__(self) -> None:
-        self._current: TempFileSystem = temp_fs()
+        self._forward_to(temp_fs())
         self._observers = Observers()
         self._unsubscribe: Callable[[], None] | None = None
 
     def __repr__(self) -> str:
-        return f"scratch({self._current!r})"
+        return f"scratch({self._inner!r})"
 
     @property
     def current(self) -> TempFileSystem:
-        return self._current
+        return self._inner
 
     async def swap(self) -> TempFileSystem:
         """Put a new empty scratch in place; report it and wait for the subscribers."""
@@ -83,7 +71,7 @@ class _ScratchSlot:
         if self._unsubscribe is not None:
             self._unsubscribe()
             self._unsubscribe = fresh.watch(self._forward)
-        self._current = fresh
+        self._inner = fresh
         await self._observers.emit("/", "entry")
         return fresh
 
@@ -91,115 +79,11 @@ class _ScratchSlot:
         return self._observers.notify(change)
 
     def watch(self, callback: ChangeCallback) -> Callable[[], None]:
+        """The current scratch's changes, and a swap as a change at ``/`` (its own: the slot
+        reports to its subscribers whichever scratch it holds)."""
         if self._unsubscribe is None:
-            self._unsubscribe = self._current.watch(self._forward)
+            self._unsubscribe = self._inner.watch(self._forward)
         return self._observers.subscribe(callback)
-
-    # The eight verbs and the POSIX extension, forwarded.
-
-    def list(self, prefix: str = "/") -> AsyncIterator[DirEntry]:
-        return self._current.list(prefix)
-
-    async def stat(self, path: str) -> FileInfo:
-        return await self._current.stat(path)
-
-    def glob(self, pattern: str, dir: str = "/") -> AsyncIterator[DirEntry]:
-        return self._current.glob(pattern, dir)
-
-    async def read(self, path: str) -> str | bytes:
-        return await self._current.read(path)
-
-    def grep(self, query: GrepQuery) -> AsyncIterator[GrepResult]:
-        return self._current.grep(query)
-
-    async def write(self, path: str, contents: str | bytes) -> None:
-        await self._current.write(path, contents)
-
-    async def delete(self, path: str) -> None:
-        await self._current.delete(path)
-
-    def search(self, query: SearchQuery) -> AsyncIterator[SearchResult]:
-        return self._current.search(query)
-
-    async def lstat(self, path: str) -> FileInfo:
-        return await self._current.lstat(path)
-
-    async def open(
-        self,
-        path: str,
-        *,
-        write: bool = False,
-        create: bool = False,
-        exclusive: bool = False,
-        truncate: bool = False,
-        mode: int = 0o644,
-        uid: int | None = None,
-        gid: int | None = None,
-    ) -> OpenFile:
-        return await self._current.open(
-            path,
-            write=write,
-            create=create,
-            exclusive=exclusive,
-            truncate=truncate,
-            mode=mode,
-            uid=uid,
-            gid=gid,
-        )
-
-    async def mkdir(
-        self, path: str, mode: int = 0o755, *, uid: int | None = None, gid: int | None = None
-    ) -> None:
-        await self._current.mkdir(path, mode, uid=uid, gid=gid)
-
-    async def rmdir(self, path: str) -> None:
-        await self._current.rmdir(path)
-
-    async def unlink(self, path: str) -> None:
-        await self._current.unlink(path)
-
-    async def rename(
-        self, src: str, dst: str, *, noreplace: bool = False, exchange: bool = False
-    ) -> None:
-        await self._current.rename(src, dst, noreplace=noreplace, exchange=exchange)
-
-    async def setattr(
-        self,
-        path: str,
-        *,
-        size: int | None = None,
-        mode: int | None = None,
-        uid: int | None = None,
-        gid: int | None = None,
-        atime_ns: int | None = None,
-        mtime_ns: int | None = None,
-    ) -> FileInfo:
-        return await self._current.setattr(
-            path, size=size, mode=mode, uid=uid, gid=gid, atime_ns=atime_ns, mtime_ns=mtime_ns
-        )
-
-    async def symlink(
-        self, path: str, target: str, *, uid: int | None = None, gid: int | None = None
-    ) -> None:
-        await self._current.symlink(path, target, uid=uid, gid=gid)
-
-    async def mknod(
-        self,
-        path: str,
-        special: Special,
-        *,
-        mode: int = 0o644,
-        rdev: int = 0,
-        uid: int | None = None,
-        gid: int | None = None,
-    ) -> None:
-        await make_node(self._current, path, special, mode=mode, rdev=rdev, uid=uid, gid=gid)
-
-    async def link(self, src: str, dst: str) -> None:
-        await make_link(self._current, src, dst)
-
-    async def readlink(self, path: str) -> str:
-        return await self._current.readlink(path)
 
 
 class TurnRoot(UnionFileSystem):

@@ -6,15 +6,18 @@ import errno
 from pathlib import Path
 
 import anyio
+import anyio.lowlevel
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import vfs
-from vfs.tools import splice, synthesize_tools
+from vfs.tools import ToolResult, splice, synthesize_tools
+from vfs.tools._edit import EDIT_LOCKS
 
 from ..eightverb import EightVerbTree
 from .helpers import BACKENDS, call, err, ok
+from .trees import WRITABLE, YieldingTree, build
 
 EMPTY = "oldText is empty"
 SAME = "oldText and newText are exactly the same"
@@ -152,3 +155,151 @@ def test_read_only_mount(backend: str, tmp_path: Path) -> None:
     arguments = {"path": "/ro/a.txt", "oldText": "old", "newText": "new"}
     assert call(backend, union, "StrReplace", arguments) == err("write failed: /ro/a.txt")
     assert (tmp_path / "a.txt").read_text() == "old"
+
+
+# --- Bytes outside the edit, and parallel edits ------------------------------------------------
+
+LATIN1 = b"caf\xe9 menu\nprice\n"
+EXACT_TREES = [kind for kind in WRITABLE if kind != "user_tree"]  # a user tree's read decodes
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("kind", EXACT_TREES)
+@pytest.mark.parametrize(
+    ("data", "old", "new", "replace_all", "edited"),
+    [
+        (LATIN1, "price", "cost", False, b"caf\xe9 menu\ncost\n"),
+        (b"\xff\xfe a \x80 a \xc3", "a", "\u00e9", True, b"\xff\xfe \xc3\xa9 \x80 \xc3\xa9 \xc3"),
+        (b"x\r\n\xe9\r\ny\r\n", "y", "z", False, b"x\r\n\xe9\r\nz\r\n"),
+        ("caf\u00e9 \U0001f600\n".encode(), "\U0001f600", ":)", False, b"caf\xc3\xa9 :)\n"),
+    ],
+)
+def test_edit_never_changes_bytes_outside_the_span(
+    backend: str,
+    kind: str,
+    tmp_path: Path,
+    data: bytes,
+    old: str,
+    new: str,
+    replace_all: bool,
+    edited: bytes,
+) -> None:
+    """Bytes that are not UTF-8 (which ``read`` shows as U+FFFD) survive an edit elsewhere."""
+    tree = build(kind, tmp_path, {"/m.txt": data})
+
+    async def main() -> None:
+        edit = synthesize_tools(tree.fs, ["StrReplace"])["StrReplace"]
+        arguments = {"path": tree.p("/m.txt"), "oldText": old, "newText": new}
+        result = await edit.invoke({**arguments, "replaceAll": replace_all})
+        assert result == ok({"occurrencesModified": data.count(old.encode())})
+        assert await tree.raw("/m.txt") == edited
+
+    anyio.run(main, backend=backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_replacement_characters_the_file_does_not_hold_are_not_found(
+    backend: str, tmp_path: Path
+) -> None:
+    """What Read showed as U+FFFD is not in the file: editing it finds nothing, changes nothing."""
+    tree = build("dir", tmp_path, {"/m.txt": LATIN1})
+    arguments = {"path": "/m.txt", "oldText": "caf\ufffd", "newText": "cafe"}
+    assert call(backend, tree.fs, "StrReplace", arguments) == err(NOT_FOUND)
+    assert (tmp_path / "dir" / "m.txt").read_bytes() == LATIN1
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    prefix=st.binary(max_size=20),
+    suffix=st.binary(max_size=20),
+    old=st.text(min_size=1, max_size=5),
+    new=st.text(max_size=5),
+)
+def test_byte_splice_changes_only_the_span(
+    prefix: bytes, suffix: bytes, old: str, new: str
+) -> None:
+    """Splicing bytes replaces exactly the occurrences of ``old``'s UTF-8, nothing else."""
+    if old == new:
+        return
+    data = prefix + old.encode() + suffix
+    needle = old.encode()
+    count = data.count(needle)
+    assert splice("/f", data, old, new, True) == (data.replace(needle, new.encode()), count)
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.text(max_size=30), old=st.text(min_size=1, max_size=4), new=st.text(max_size=4))
+def test_byte_splice_of_utf8_is_the_text_splice(text: str, old: str, new: str) -> None:
+    """On UTF-8 the byte splice agrees with the text splice (occurrences and result)."""
+    if old == new or old not in text:
+        return
+    by_text = splice("/f", text, old, new, True)
+    by_bytes = splice("/f", text.encode(), old, new, True)
+    assert by_bytes == (by_text[0].encode(), by_text[1])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("kind", WRITABLE)
+def test_parallel_edits_of_one_file_all_land(backend: str, kind: str, tmp_path: Path) -> None:
+    """Eight StrReplace calls at once on one file (as a model's parallel tool calls): each one
+    reports its edit, and every edit is in the file afterwards. The file is big enough that a
+    host tree reads it on a worker thread, so the calls interleave unless they are serialized."""
+    body = "".join(f"line{i}\n" for i in range(8)) + "x" * (5 << 20) + "\n"
+    tree = build(kind, tmp_path, {"/p.txt": body.encode()})
+    results: list[ToolResult] = []
+
+    async def main() -> None:
+        edit = synthesize_tools(tree.fs, ["StrReplace"])["StrReplace"]
+
+        async def one(i: int) -> None:
+            arguments = {"path": tree.p("/p.txt"), "oldText": f"line{i}\n", "newText": f"L{i}\n"}
+            results.append(await edit.invoke(arguments))
+
+        async with anyio.create_task_group() as group:
+            for i in range(8):
+                group.start_soon(one, i)
+        assert results == [ok({"occurrencesModified": 1})] * 8
+        edited = await tree.raw("/p.txt")
+        assert edited.startswith("".join(f"L{i}\n" for i in range(8)).encode())
+        assert len(EDIT_LOCKS) == 0  # nothing stays registered once the edits are done
+
+    anyio.run(main, backend=backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_edits_through_two_turn_roots_over_one_root_are_serialized(backend: str) -> None:
+    """Two sessions' turn roots (each ``union_fs({"/": root, "/tmp": ...})``) over one static
+    root: StrReplace, Write and Delete of one of its files through either are serialized."""
+    shared = YieldingTree({"/p.txt": "".join(f"line{i}\n" for i in range(8))})
+    turns = [vfs.union_fs({"/": shared, "/tmp": vfs.temp_fs()}) for _ in range(2)]
+
+    async def main() -> None:
+        tools = [synthesize_tools(root, ["StrReplace", "Write", "Delete"]) for root in turns]
+        results: list[ToolResult] = []
+
+        async def one(i: int) -> None:
+            edit = tools[i % 2]["StrReplace"]
+            arguments = {"path": "/p.txt", "oldText": f"line{i}\n", "newText": f"L{i}\n"}
+            results.append(await edit.invoke(arguments))
+
+        async with anyio.create_task_group() as group:
+            for i in range(8):
+                group.start_soon(one, i)
+        assert results == [ok({"occurrencesModified": 1})] * 8
+        assert shared.files["/p.txt"] == "".join(f"L{i}\n" for i in range(8)).encode()
+
+        async def write_then_edit() -> None:
+            await tools[0]["Write"].invoke({"path": "/w.txt", "fileText": "one two"})
+
+        async def edit_after() -> None:
+            await anyio.lowlevel.checkpoint()
+            edit = tools[1]["StrReplace"]
+            results.append(await edit.invoke({"path": "/w.txt", "oldText": "two", "newText": "2"}))
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(write_then_edit)
+            group.start_soon(edit_after)
+        assert results[-1] == ok({"occurrencesModified": 1})
+        assert shared.files["/w.txt"] == b"one 2"
+
+    anyio.run(main, backend=backend)

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import base64
 
+import anyio
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import vfs
+from vfs._lines import split_lines
 from vfs._match import compile_grep, grep_lines
 from vfs.tools import ArgumentError, number_lines
+from vfs.tools._read import read_text
 
 from .helpers import BACKENDS, call, err, ok
 
@@ -144,3 +147,65 @@ def test_arguments_must_be_an_object(backend: str) -> None:
     assert call(backend, fs, "Read", ["/a.txt"]) == err(  # type: ignore[arg-type]
         "Read: arguments must be an object, not an array"
     )
+
+
+def _model(data: bytes, path: str, offset: int | None, limit: int | None, budget: int) -> str:
+    """Read's rules written out plainly over the decoded whole (the documented behaviour)."""
+    lines = split_lines(data.decode("utf-8", "replace"))
+    start = 1 if not offset else offset if offset > 0 else max(1, len(lines) + 1 + offset)
+    if start > len(lines) and not (start == 1 and not lines):
+        count = "1 line" if len(lines) == 1 else f"{len(lines)} lines"
+        raise ArgumentError(f"Read: offset {start} is past the end of {path} ({count})")
+    shown: list[str] = []
+    used = 0
+    last = len(lines) if limit is None else min(len(lines), start - 1 + limit)
+    for number in range(start, last + 1):
+        line = lines[number - 1]
+        if used + len(line) > budget:
+            if not shown:
+                shown.append(f"{number:6d}\t{line[:budget]}")
+                shown.append(
+                    f"[Line {number} of {path} is cut after {budget} characters. "
+                    f"Use offset {number + 1} to read on.]"
+                )
+            else:
+                shown.append(
+                    f"[Read stopped before line {number} of {path}: it shows at most {budget} "
+                    f"characters at once. Use offset {number} to read on.]"
+                )
+            break
+        shown.append(f"{number:6d}\t{line}")
+        used += len(line)
+    return "\n".join(shown)
+
+
+@settings(max_examples=600, deadline=None)
+@given(
+    data=st.lists(
+        st.sampled_from([b"a", b"bb", b"\n", b"\r", b"\r\n", b"\xc3\xa9", b"\xe9", b"\xf0\x9f"]),
+        max_size=30,
+    ).map(b"".join),
+    offset=st.none() | st.integers(min_value=-6, max_value=12),
+    limit=st.none() | st.integers(min_value=1, max_value=6),
+    budget=st.integers(min_value=1, max_value=12),
+    chunk=st.integers(min_value=1, max_value=9),
+)
+def test_a_streamed_window_is_the_window_of_the_whole(
+    data: bytes, offset: int | None, limit: int | None, budget: int, chunk: int
+) -> None:
+    """Read a few bytes at a time, with a tiny output budget, the window is what the rules say
+    of the whole file (line numbers, cuts, the note, the past-the-end error)."""
+    fs = vfs.temp_fs({"/f.txt": data})
+
+    async def streamed() -> str:
+        return await read_text(fs, "/f.txt", offset, limit, budget=budget, chunk_size=chunk)
+
+    try:
+        expected: str | None = _model(data, "/f.txt", offset, limit, budget)
+    except ArgumentError as error:
+        expected = None
+        with pytest.raises(ArgumentError) as caught:
+            anyio.run(streamed)
+        assert str(caught.value) == str(error)
+    if expected is not None:
+        assert anyio.run(streamed) == expected

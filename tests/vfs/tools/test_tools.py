@@ -142,6 +142,9 @@ def test_read_only_mount_envelopes(backend: str, tmp_path: Path) -> None:
     assert call(backend, union, "Read", {"path": "/ro/r.txt"}) == ok("     1\tr")
     assert call(backend, union, "LS", {"path": "/ro"}) == ok("/ro/\n  r.txt")
     assert call(backend, union, "Read", {"path": "/ro/gone.txt"}) == err("not found: /ro/gone.txt")
+    assert call(backend, union, "Delete", {"path": "/ro/gone.txt"}) == err(
+        "not found: /ro/gone.txt"  # nothing there to refuse
+    )
     assert (tmp_path / "r.txt").read_text() == "r\n"
 
 
@@ -149,6 +152,10 @@ def test_empty_fs_and_no_mount(backend: str) -> None:
     assert call(backend, vfs.empty_fs(), "Write", {"path": "/a", "fileText": "x"}) == err(
         "read-only mount: /a"
     )
+    assert call(backend, vfs.empty_fs(), "Delete", {"path": "/a"}) == err("not found: /a")
+    overlay = vfs.overlay_fs([vfs.temp_fs({"/a": "a"})])
+    assert call(backend, overlay, "Delete", {"path": "/a"}) == err("read-only mount: /a")
+    assert call(backend, overlay, "Delete", {"path": "/b"}) == err("not found: /b")
     union = vfs.union_fs({"/m": vfs.temp_fs()})
     assert call(backend, union, "Read", {"path": "/a.txt"}) == err("no mount for path: /a.txt")
 

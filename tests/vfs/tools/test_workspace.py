@@ -1,8 +1,9 @@
-"""Per-send workspace files: memory/ is refused after normalization."""
+"""Per-send workspace files: memory/ is refused after the path is resolved as the tree does."""
 
 from __future__ import annotations
 
 import errno
+from pathlib import Path
 
 import pytest
 
@@ -57,3 +58,64 @@ def test_a_path_no_tree_can_hold() -> None:
         vfs.InvalidPathError, match=exactly("invalid path: a\\0: path contains a NUL byte")
     ):
         check_workspace_file_path("a\0")
+
+
+@pytest.fixture
+def host_workspace(tmp_path: Path) -> tuple[Path, Path]:
+    """A harness cwd whose ``memory`` is a symlink into durable agent memory (as on the host
+    default), and that durable directory."""
+    durable = tmp_path / "durable-memory"
+    durable.mkdir()
+    cwd = tmp_path / "repo"
+    cwd.mkdir()
+    (cwd / "memory").symlink_to(durable)
+    (cwd / "notes").symlink_to(durable)  # another way in
+    return cwd, durable
+
+
+@pytest.mark.parametrize(
+    "spelling",
+    [
+        "memory/x",
+        "./memory/x",
+        "foo/../memory/x",
+        "{cwd}/memory/x",
+        "../repo/memory/x",
+        "{cwd}/./memory",
+        "{durable}/x",
+        "notes/x",
+        "{cwd}/notes/deep/x",
+    ],
+)
+def test_memory_is_refused_on_the_host_default(
+    spelling: str, host_workspace: tuple[Path, Path]
+) -> None:
+    """Resolved as ``local_file_system`` resolves it (relative to its cwd, then the links the
+    disk holds), no spelling reaches durable memory; nothing is written there."""
+    cwd, durable = host_workspace
+    fs = vfs.local_file_system(cwd)
+    path = spelling.format(cwd=cwd, durable=durable)
+    with pytest.raises(ReservedPathError) as caught:
+        check_workspace_file_path(path, fs)
+    resolved = fs.resolve(path)
+    assert caught.value.path == resolved
+    assert str(caught.value) == (
+        f"reserved path: {resolved} (memory/ is reserved for durable agent memory)"
+    )
+    assert list(durable.iterdir()) == []
+
+
+@pytest.mark.parametrize("spelling", ["x.md", "memory-notes/x", "docs/memory/x", "{cwd}/a/b"])
+def test_other_host_paths_pass_resolved(spelling: str, host_workspace: tuple[Path, Path]) -> None:
+    cwd, _ = host_workspace
+    fs = vfs.local_file_system(cwd)
+    path = spelling.format(cwd=cwd)
+    assert check_workspace_file_path(path, fs) == fs.resolve(path)
+
+
+def test_a_virtual_tree_reserves_its_own_memory() -> None:
+    """An authored root resolves paths from ``/``: ``{cwd}/memory/x`` is an ordinary path there."""
+    root = vfs.temp_fs()
+    assert check_workspace_file_path("/home/me/repo/memory/x", root) == "/home/me/repo/memory/x"
+    with pytest.raises(ReservedPathError):
+        check_workspace_file_path("a/../memory/x", root)

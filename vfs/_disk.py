@@ -26,13 +26,17 @@ yield to the loop every :data:`CHECKPOINT_EVERY` entries; only ``fsync`` goes to
 Process-wide state: the mountpoint guard
 -----------------------------------------
 :func:`guard_mountpoint` registers a directory that this process is about to mount a FUSE
-filesystem on. It is the one piece of process-wide state in ``vfs``, and has to be: a FUSE daemon
+filesystem on. It is process-wide state (as is the mount table, ``vfs._mounts``), and has to be: a FUSE daemon
 serves its mount from its own event loop, so if any tree in the same process looks *through* that
 mount (a ``dir_fs`` over the cwd while the mount sits at ``./mnt``), the kernel sends the request
 back to the daemon, which is blocked waiting for it: a deadlock. Every host tree in the process
 must therefore avoid the mountpoint, whichever tree object it was reached from. The guard records
 the mountpoint's host path and its ``(st_dev, st_ino)`` before the mount covers it;
 :class:`GuardView` tells a tree which of its paths and which directory identities to hide.
+A ``dir_fs`` that does not cross mounts hides every other mount below its root the same way
+(:func:`with_mounts` adds them to its view from the mount table): a tree reaching into another
+FUSE mount whose tree reaches back would deadlock the two daemons. ``local_file_system`` is the
+host disk as the native tools see it, so it crosses mounts and hides only guarded mountpoints.
 """
 
 from __future__ import annotations
@@ -51,12 +55,13 @@ import struct
 import sys
 import threading
 from collections.abc import AsyncGenerator, Callable, Generator, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import cast
 
 import anyio.lowlevel
 import anyio.to_thread
 
-from ._content import is_image_path, looks_binary
+from ._content import is_image_path
 from ._errors import (
     CrossMountError,
     DirectoryNotEmptyError,
@@ -71,9 +76,17 @@ from ._errors import (
     ReadOnlyMountError,
     WriteFailedError,
 )
-from ._match import GlobPlan, compile_grep, compile_grep_glob, grep_lines
+from ._match import GlobPlan, LineGrep, compile_grep, compile_grep_glob
 from ._paths import is_under
-from ._types import SPECIAL_OF_TYPE_BITS, DirEntry, FileInfo, GrepQuery, GrepResult, Kind
+from ._types import (
+    SPECIAL_OF_TYPE_BITS,
+    DirEntry,
+    FileInfo,
+    GrepQuery,
+    GrepResult,
+    Kind,
+    Special,
+)
 
 CHECKPOINT_EVERY = 64
 """A long walk yields to the event loop after this many entries."""
@@ -313,7 +326,50 @@ def file_info(st: os.stat_result) -> FileInfo:
         st.st_rdev if special in ("char", "block") else 0,
         # Which host file (names of one file share it; a replaced file gets another).
         None if fmt == stat.S_IFDIR else st.st_dev << 64 | st.st_ino,
+        st.st_blocks,
     )
+
+
+# Device nodes are never made on the host (one there would be a real device for anyone who can
+# open it): a tree's char or block node is an empty regular file of this unusual mode (sticky,
+# owner read-write), which is what the host sees, with its type, rdev and mode in this xattr.
+NODE_PLACEHOLDER_MODE = 0o1600
+NODE_XATTR = "user.agentroot.node"
+
+
+def is_node_placeholder(st: os.stat_result) -> bool:
+    return (
+        stat.S_ISREG(st.st_mode)
+        and st.st_mode & 0o7777 == NODE_PLACEHOLDER_MODE
+        and st.st_size == 0
+    )
+
+
+def node_record(special: str, rdev: int, mode: int) -> bytes:
+    return f"{special} {rdev} {mode & 0o7777:o}".encode()
+
+
+def read_node(where: str, *, follow: bool) -> tuple[Special, int, int] | None:
+    """The emulated node recorded on the placeholder at ``where`` (a ``/proc/self/fd`` path),
+    or ``None`` for a plain empty file."""
+    try:
+        text = os.getxattr(where, NODE_XATTR, follow_symlinks=follow).decode()
+        kind, rdev, mode = text.split()
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+    if kind not in ("char", "block"):
+        return None
+    return cast(Special, kind), int(rdev), int(mode, 8)
+
+
+def as_node(info: FileInfo, where: str, *, follow: bool = False) -> FileInfo:
+    """``info`` of a placeholder (:func:`is_node_placeholder`) as the device node it stands for,
+    if ``where`` (its ``/proc/self/fd`` path) records one."""
+    node = read_node(where, follow=follow)
+    if node is None:
+        return info
+    special, rdev, mode = node
+    return replace(info, special=special, rdev=rdev, mode=mode, file_id=None)
 
 
 def read_fd(fd: int) -> bytes:
@@ -475,11 +531,18 @@ class GuardView:
     the directory identities of every guarded mountpoint (reachable through bind mounts).
     ``parents`` are the identities of the directories holding them: only a name in one of
     those directories can be a guarded mountpoint (directories have one parent, and a bind
-    mount shows the same directory)."""
+    mount shows the same directory).
+
+    ``hides_mounts``: every mount below the root is hidden too, not only guarded ones (a
+    ``dir_fs`` that does not cross mounts, see :func:`with_mounts`): any mount crossing found
+    while resolving is hidden, and the mounts known from the mount table (on directories or on
+    files) are in ``identities`` and ``parents`` like guarded ones, so final names and listings
+    drop them untouched."""
 
     tree_paths: tuple[str, ...]
     identities: frozenset[tuple[int, int]]
     parents: frozenset[tuple[int, int]] = frozenset()
+    hides_mounts: bool = False
 
     def hides(self, tree_path: str) -> bool:
         return any(is_under(tree_path, hidden) for hidden in self.tree_paths)
@@ -505,6 +568,86 @@ def guard_view(snapshot: tuple[Mountpoint, ...], root_real: str) -> GuardView:
     )
 
 
+def mounts_below(mounts: tuple[str, ...], root_real: str) -> tuple[str, ...]:
+    """The mountpoints among ``mounts`` (canonical host paths) strictly below the host directory
+    ``root_real``, as tree paths, outermost only: a mount on a mount below the root is out of
+    reach once the lower one is hidden."""
+    prefix = root_real.rstrip("/") + "/"
+    found: set[str] = set()
+    for host in mounts:
+        if host.startswith(prefix) and len(host) > len(prefix):
+            found.add("/" + host[len(prefix) :])
+    outermost = []
+    for path in found:
+        up = path.rpartition("/")[0]
+        while up and up not in found:
+            up = up.rpartition("/")[0]
+        if not up:
+            outermost.append(path)
+    return tuple(sorted(outermost))
+
+
+def with_mounts(
+    view: GuardView | None, root: int, below: tuple[str, ...], *, use_openat2: bool
+) -> GuardView:
+    """``view`` (or nothing guarded) for a tree whose root descriptor is ``root``, also hiding
+    every mount: the mountpoints ``below`` it (tree paths, from :func:`mounts_below`) join its
+    identities and parents.
+
+    A covered directory's (or file's) identity is taken without touching its mount: the holding
+    directory's ``st_dev`` and the name's inode as ``readdir`` of the holding directory reports
+    it (the covered one's, the mount notwithstanding). The holding directories are opened from
+    ``root`` without crossing a mount and without following a symlink; one that moved or went
+    away since the mount table was read is left out (resolving through it still refuses the
+    crossing)."""
+    identities = set(view.identities) if view is not None else set()
+    parents = set(view.parents) if view is not None else set()
+    names: dict[str, set[str]] = {}
+    for path in below:
+        head, _, name = path.rpartition("/")
+        names.setdefault(head or "/", set()).add(name)
+    for holder, wanted in names.items():
+        try:
+            fd = _open_holder(root, holder, use_openat2)
+        except OSError:
+            continue
+        try:
+            found = os.fstat(fd)
+            parents.add((found.st_dev, found.st_ino))
+            with os.scandir(fd) as entries:
+                for entry in entries:
+                    if entry.name in wanted:
+                        identities.add((found.st_dev, entry.inode()))
+        except OSError:
+            continue
+        finally:
+            os.close(fd)
+    return GuardView(
+        view.tree_paths if view is not None else (),
+        frozenset(identities),
+        frozenset(parents),
+        hides_mounts=True,
+    )
+
+
+def _open_holder(root: int, path: str, use_openat2: bool) -> int:
+    """A readable descriptor of the directory at tree path ``path`` below ``root``, reached
+    without crossing a mount or following a symlink."""
+    if use_openat2:
+        relative = "." if path == "/" else path[1:]
+        resolve = RESOLVE_IN_ROOT | RESOLVE_NO_XDEV | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS
+        return openat2(root, relative, O_DIR, 0, resolve)
+    fd = os.open(".", O_DIR, dir_fd=root)
+    for name in path.split("/"):
+        if name:
+            try:
+                child = os.open(name, O_DIR_NOFOLLOW, dir_fd=fd)
+            finally:
+                os.close(fd)
+            fd = child
+    return fd
+
+
 # --------------------------------------------------------------------------------------------
 # Native walks over directory descriptors.
 
@@ -523,10 +666,16 @@ def _listing(
     fd: int, rel_dir: str, descend: bool, guard: GuardView | None, base: str
 ) -> list[_Listed]:
     items: list[_Listed] = []
-    dev = os.fstat(fd).st_dev if guard is not None and guard.identities else 0
+    identities = guard.identities if guard is not None else frozenset()
+    hidden_paths = guard.tree_paths if guard is not None else ()
+    dev = os.fstat(fd).st_dev if identities else 0
     with os.scandir(fd) as entries:
         for entry in entries:
             name = entry.name
+            # By the inode readdir reports, before the type: where readdir gives no type, asking
+            # for it is an lstat, which would cross the mount. (A file can be a mountpoint too.)
+            if identities and (dev, entry.inode()) in identities:
+                continue
             try:
                 if entry.is_symlink():
                     kind: Kind = "symlink"
@@ -537,9 +686,9 @@ def _listing(
                     kind = "directory" if is_dir else "file"
             except builtins.FileNotFoundError:
                 continue  # removed while we listed
-            if is_dir and guard is not None:
+            if is_dir and hidden_paths and guard is not None:
                 rel = name if not rel_dir else rel_dir + "/" + name
-                if guard.hides_identity(dev, entry.inode()) or guard.hides(_join(base, rel)):
+                if guard.hides(_join(base, rel)):
                     continue
             items.append((name, name, kind, regular, False))
             if is_dir and descend:
@@ -588,7 +737,10 @@ def list_info_fd(
                 st = entry.stat(follow_symlinks=False)
             except builtins.FileNotFoundError:
                 continue  # removed while we listed
-            found.append((name, file_info(st)))
+            info = file_info(st)
+            if is_node_placeholder(st):
+                info = as_node(info, f"/proc/self/fd/{fd}/{name}")
+            found.append((name, info))
     found.sort(key=_first)
     return found
 
@@ -684,7 +836,8 @@ async def grep_fd(
 
     Files are read with ``O_NOFOLLOW`` (symlinks are skipped, as ripgrep skips them without
     ``--follow``), images and files with a NUL in their first 8 KiB are skipped, the rest is
-    decoded as UTF-8 with replacement. Owns ``fd``. Stops after ``query.max_results`` hits.
+    decoded as UTF-8 with replacement, a chunk at a time (:func:`grep_file_fd`). Owns ``fd``.
+    Stops after ``query.max_results`` hits.
     """
     try:
         regex = compile_grep(query.pattern, case_insensitive=query.case_insensitive, path=path)
@@ -699,13 +852,13 @@ async def grep_fd(
             name = path.rsplit("/", 1)[-1]
             if (file_filter is not None and not file_filter(name)) or is_image_path(path):
                 return
-            data = await read_whole(fd, st.st_size)
-            for number, line in _hits(data, regex):
-                yield GrepResult(path, number, line)
-                if limit is not None:
-                    limit -= 1
-                    if limit <= 0:
-                        return
+            async with contextlib.aclosing(grep_file_fd(fd, regex)) as hits:
+                async for number, line in hits:
+                    yield GrepResult(path, number, line)
+                    if limit is not None:
+                        limit -= 1
+                        if limit <= 0:
+                            return
             return
         walker = walk_fd(fd, guard=guard, base=guard_base)
         try:
@@ -722,23 +875,51 @@ async def grep_fd(
                     )
                 except OSError:
                     continue  # unreadable or gone: skip, as rg does
+                full = _join(path, rel)
                 try:
-                    data = await read_whole(child, os.fstat(child).st_size)
-                except OSError:
-                    continue
+                    async with contextlib.aclosing(grep_file_fd(child, regex)) as hits:
+                        async for number, line in hits:
+                            yield GrepResult(full, number, line)
+                            if limit is not None:
+                                limit -= 1
+                                if limit <= 0:
+                                    return
                 finally:
                     os.close(child)
-                full = _join(path, rel)
-                for number, line in _hits(data, regex):
-                    yield GrepResult(full, number, line)
-                    if limit is not None:
-                        limit -= 1
-                        if limit <= 0:
-                            return
         finally:
             walker.close()
     finally:
         os.close(fd)
+
+
+_GREP_CHUNK = 1 << 16
+_CHUNKS_BETWEEN_CHECKPOINTS = 16
+
+
+async def grep_file_fd(fd: int, regex: re.Pattern[str]) -> AsyncGenerator[tuple[int, str], None]:
+    """The hits of ``regex`` in the regular file open as ``fd``, read a chunk at a time (never
+    whole: :class:`vfs._match.LineGrep`); a read error ends the file, as ripgrep skips it.
+    Does not close ``fd``."""
+    grep = LineGrep(regex)
+    offset = 0
+    reads = 0
+    while True:
+        try:
+            chunk = os.pread(fd, _GREP_CHUNK, offset)
+        except OSError:
+            return
+        if not chunk:
+            break
+        offset += len(chunk)
+        for hit in grep.feed(chunk):
+            yield hit
+        if grep.binary:
+            return
+        reads += 1
+        if reads % _CHUNKS_BETWEEN_CHECKPOINTS == 0:
+            await anyio.lowlevel.checkpoint()
+    for hit in grep.end():
+        yield hit
 
 
 async def read_whole(fd: int, size: int) -> bytes:
@@ -746,9 +927,3 @@ async def read_whole(fd: int, size: int) -> bytes:
     if size > _BIG_FILE:
         return await anyio.to_thread.run_sync(read_fd, fd)
     return read_fd(fd)
-
-
-def _hits(data: bytes, regex: re.Pattern[str]) -> list[tuple[int, str]]:
-    if looks_binary(data):
-        return []
-    return grep_lines(data.decode("utf-8", "replace"), regex)

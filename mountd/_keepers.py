@@ -1,0 +1,170 @@
+"""Keepers: files the mount holds open so that an inode outlives its name.
+
+Theory of operation
+-------------------
+A rename over a file the kernel knows first opens that file (its *keeper*) and keeps it open
+until the kernel forgets the inode: a reader that resolved the name just before the rename then
+still opens the old file, as on tmpfs, instead of failing. Served by inode
+(``Terms.files_by_inode``) an unlink takes a keeper too, because the daemon is not told whether
+the file is open: a descriptor still reads it through the keeper, and writes it when the keeper
+is writable. It is writable for a file the mount created or wrote (:meth:`Keepers.wrote`; a
+temporary file's create-unlink-write pattern), and read-only otherwise, since opening a
+copy-on-write tree's file for writing copies it up. Other detached inodes answer ``open`` with
+``ESTALE`` (the caller's business: see ``mountd._ops``).
+
+A keeper is taken around the change that takes the name away (:meth:`Keepers.keeping`, an
+``async with`` around the tree call): opened before it, kept only if the change succeeds, closed
+if it fails. A kept node is pinned in the inode table (``opens``), so it is not dropped while
+kept; its keeper is closed once neither the kernel nor a handle can reach it
+(:meth:`Keepers.release_if_unused`), and at unmount with the other open files.
+
+Without a keeper, an inode the tree no longer names answers ``fstat`` from its last attributes,
+so they are refreshed before the name goes, while handles are open on it (``attributes``).
+"""
+
+from __future__ import annotations
+
+from types import TracebackType
+
+from vfs import OpenFile, PosixFileSystem
+
+from ._inodes import InodeTable, Node
+
+
+class Keeper:
+    """An open file that keeps a detached inode reachable."""
+
+    __slots__ = ("file", "writable")
+
+    def __init__(self, file: OpenFile, writable: bool) -> None:
+        self.file = file
+        self.writable = writable
+
+
+class Keepers:
+    """The keepers of one mount, and which files the mount created or wrote."""
+
+    __slots__ = ("_inodes", "_kept", "_tree", "_written")
+
+    def __init__(self, tree: PosixFileSystem, inodes: InodeTable) -> None:
+        self._tree = tree
+        self._inodes = inodes
+        self._kept: dict[int, Keeper] = {}
+        self._written: set[int] = set()
+
+    def wrote(self, node: Node) -> None:
+        """The mount created or wrote ``node``'s file: a writable keeper of it is cheap."""
+        self._written.add(node.ino)
+
+    def holds(self, node: Node) -> bool:
+        return node.ino in self._kept
+
+    def file_for(self, node: Node, *, write: bool) -> OpenFile | None:
+        """The keeper of ``node``, if it can serve the request (one that writes, if ``write``)."""
+        keeper = self._kept.get(node.ino)
+        if keeper is None or (write and not keeper.writable):
+            return None
+        return keeper.file
+
+    def keeping(
+        self, parent: Node, name: str, path: str, *, keeper: bool, attributes: bool
+    ) -> Keeping:
+        """Around the tree call that takes ``name`` (at ``path``) in ``parent`` away from its
+        node: take a keeper first if ``keeper``, else (or when none is taken) refresh the
+        attributes of a node with open handles if ``attributes``."""
+        return Keeping(self, parent, name, path, keeper=keeper, attributes=attributes)
+
+    async def release_if_unused(self, node: Node) -> None:
+        """Close ``node``'s keeper once neither the kernel nor a handle can reach it any more
+        (the keeper's own pin is the one open left)."""
+        if node.lookups == 0 and node.opens == 1:
+            keeper = self._kept.pop(node.ino, None)
+            if keeper is not None:
+                self._inodes.unpin(node)
+                await keeper.file.close()
+
+    def files(self) -> list[OpenFile]:
+        """Every keeper's file (to be closed at unmount)."""
+        return [keeper.file for keeper in self._kept.values()]
+
+    def dropped(self, node: Node) -> None:
+        self._written.discard(node.ino)
+
+    async def _prepare(self, parent: Node, name: str, path: str) -> tuple[Node, Keeper] | None:
+        """Open the file ``name`` before it is taken away, if the kernel knows it (and it has
+        no keeper yet); also refresh the attributes the detached inode will answer with."""
+        node = parent.children.get(name)
+        if node is None or node.lookups == 0 or node.ino in self._kept:
+            return None
+        info = await self._tree.lstat(path)
+        if info.kind != "file":
+            return None
+        self._inodes.learn(node, info)
+        if info.special is not None:
+            return None  # the kernel serves a FIFO, socket or device itself: nothing to keep
+        if node.ino in self._written:
+            # Writable, so that a descriptor open for writing keeps working after an unlink;
+            # only for a file the mount made or wrote, which costs nothing to open so.
+            try:
+                return node, Keeper(await self._tree.open(path, write=True), True)
+            except OSError:
+                pass
+        return node, Keeper(await self._tree.open(path), False)
+
+    async def _keep_attributes(self, parent: Node, name: str, path: str) -> None:
+        """Refresh what the node of ``name`` will answer when detached, if open descriptors
+        still reach it (``fstat`` after ``unlink``)."""
+        node = parent.children.get(name)
+        if node is not None and node.opens:
+            info = await self._tree.lstat(path)
+            if info.exists:
+                self._inodes.learn(node, info)
+
+    def _keep(self, node: Node, keeper: Keeper) -> None:
+        self._kept[node.ino] = keeper
+        self._inodes.pin(node)
+
+
+class Keeping:
+    """What :meth:`Keepers.keeping` returns: an ``async with`` around the change."""
+
+    __slots__ = ("_attributes", "_keeper", "_keepers", "_name", "_parent", "_path", "_prepared")
+
+    def __init__(
+        self,
+        keepers: Keepers,
+        parent: Node,
+        name: str,
+        path: str,
+        *,
+        keeper: bool,
+        attributes: bool,
+    ) -> None:
+        self._keepers = keepers
+        self._parent = parent
+        self._name = name
+        self._path = path
+        self._keeper = keeper
+        self._attributes = attributes
+        self._prepared: tuple[Node, Keeper] | None = None
+
+    async def __aenter__(self) -> None:
+        keepers = self._keepers
+        if self._keeper:
+            self._prepared = await keepers._prepare(self._parent, self._name, self._path)
+        if self._prepared is None and self._attributes:
+            await keepers._keep_attributes(self._parent, self._name, self._path)
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        prepared = self._prepared
+        if prepared is None:
+            return
+        if kind is None:
+            self._keepers._keep(*prepared)
+        else:  # the change failed: the name still names the file
+            await prepared[1].file.close()
