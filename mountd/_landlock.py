@@ -53,7 +53,9 @@ _RIGHTS_BY_ABI = (
 )
 _SCOPE_ABSTRACT_UNIX_SOCKET = 1 << 0
 _SCOPE_SIGNAL = 1 << 1
-_SCOPE_ABI = 6
+# The first ABI with scopes (Linux 6.12): below it nothing keeps a command with --net off the
+# host's abstract unix sockets, and mountd run's summary says so.
+SCOPE_ABI = 6
 
 
 def _libc() -> ctypes.CDLL:
@@ -89,8 +91,8 @@ def restrict(write_roots: list[str], abi: int) -> None:
     libc = _libc()
     libc.syscall.restype = ctypes.c_long
     handled = fs_rights(abi)
-    scoped = _SCOPE_ABSTRACT_UNIX_SOCKET | _SCOPE_SIGNAL if abi >= _SCOPE_ABI else 0
-    if abi >= _SCOPE_ABI:
+    scoped = _SCOPE_ABSTRACT_UNIX_SOCKET | _SCOPE_SIGNAL if abi >= SCOPE_ABI else 0
+    if abi >= SCOPE_ABI:
         attr = struct.pack("=QQQ", handled, 0, scoped)
     elif abi >= 4:
         attr = struct.pack("=QQ", handled, 0)

@@ -78,7 +78,6 @@ from . import _registry as registry
 from ._attrs import OwnerMap
 from ._bwrap import (
     BINDS_NAME,
-    Bind,
     Sandbox,
     bind_trees,
     bwrap_path,
@@ -89,6 +88,7 @@ from ._bwrap import (
 from ._collector import tune_for_serving
 from ._environ import EnvError, caller_home, git_config, sandbox_environment
 from ._identity import SandboxUser, sandbox_user
+from ._landlock import SCOPE_ABI
 from ._review import (
     CHANGE_LETTERS,
     GIT_DIR,
@@ -254,7 +254,7 @@ async def _run(request: RunRequest, bwrap: str, user: SandboxUser) -> int:
         except OSError as error:
             _say(f"could not remove the mountpoint {mountpoint}: {error.strerror}")
     status = await _report(request, status, cows, log, policy)
-    _say_outside_review(binds, sandbox.landlock_abi)
+    _say_outside_review(sandbox)
     return status
 
 
@@ -348,12 +348,20 @@ async def _wait(process: subprocess.Popen[bytes]) -> int:
     return process.wait()
 
 
-def _say_outside_review(binds: tuple[Bind, ...], abi: int) -> None:
-    for bind in binds:
+def _say_outside_review(sandbox: Sandbox) -> None:
+    for bind in sandbox.binds:
         access = "read-write" if bind.writable else "read-only"
         _say(f"outside the review: {bind.host} ({access}, at {bind.inside})")
+    abi = sandbox.landlock_abi
     if not abi:
         _say("Landlock is not available here: writes are confined by the mount layout alone")
+    if sandbox.net and abi < SCOPE_ABI:
+        # With --net the abstract socket namespace is the host's, and only a Landlock scope
+        # keeps the command off it (signals outside stay out of reach: the PID namespace).
+        _say(
+            "with --net the command could reach the host's abstract unix sockets: this "
+            f"kernel's Landlock (ABI {abi}) has no scopes (ABI {SCOPE_ABI}, Linux 6.12)"
+        )
 
 
 # --- after the command -------------------------------------------------------------------------
