@@ -62,6 +62,7 @@ import contextvars
 import errno
 import hashlib
 import itertools
+import json
 from collections.abc import (
     AsyncIterator,
     Awaitable,
@@ -130,6 +131,8 @@ from ._watch import Observers
 
 RESERVED_NAME = RESERVED[1:]
 _META_TEMP = RESERVED + "/meta.json.tmp"
+_JOURNAL = RESERVED + "/meta.journal."  # + the record's "journal" number
+_JOURNAL_MIN = 1 << 16  # a journal may grow to the record's size, or this, before a rewrite
 _STAGE = RESERVED + "/stage"
 _CHUNK = 1 << 20
 
@@ -173,6 +176,8 @@ class CowFileSystem:
         "_dirs",
         "_epoch",
         "_generation",
+        "_journal",
+        "_journal_size",
         "_lock_var",
         "_lower",
         "_lower_files",
@@ -193,7 +198,11 @@ class CowFileSystem:
         self._lower = posix_view(lower)
         self._upper = posix_view(self._upper_tree)
         self._persist = upper is not None
-        self._saved: str | None = None  # the record as the upper holds it (when durable)
+        # When durable: the size of the record the upper holds (None: none yet), the number of
+        # the journal beside it and that journal's size.
+        self._saved: int | None = None
+        self._journal = 0
+        self._journal_size = 0
         self._meta = CowMeta()
         self._observers = Observers()
         self._dirs: set[str] = set()  # real merged directories, symlink-free (see docstring)
@@ -249,9 +258,7 @@ class CowFileSystem:
             with self._quietly():
                 loaded = False
                 if self._persist and (await self._upper.lstat(META_PATH)).kind == "file":
-                    text = (await _read_all(self._upper, META_PATH)).decode()
-                    self._meta = CowMeta.loads(text)
-                    self._saved = text
+                    await self._load_record()
                     loaded = True
                 if not loaded:
                     await self._copy_root()
@@ -293,20 +300,66 @@ class CowFileSystem:
         if (await self._upper.lstat(_STAGE)).kind == "directory":
             await _remove_tree(self._upper, _STAGE, keep_root=True)
 
+    async def _load_record(self) -> None:
+        """Read a durable upper's record and replay its journal (see :meth:`_save`)."""
+        text = (await _read_all(self._upper, META_PATH)).decode()
+        self._meta = CowMeta.loads(text)
+        self._saved = len(text)
+        self._journal = int(json.loads(text).get("journal", 0))
+        self._journal_size = 0
+        journal = f"{_JOURNAL}{self._journal}"
+        if (await self._upper.lstat(journal)).kind == "file":
+            data = (await _read_all(self._upper, journal)).decode()
+            # A line cut short by a kill mid-append is the one change that was not saved.
+            whole = data[: data.rfind("\n") + 1]
+            self._meta.replay(whole.splitlines())
+            self._journal_size = len(whole.encode())
+            if len(whole) != len(data):
+                file = await self._upper.open(journal, write=True)
+                try:
+                    await file.truncate(self._journal_size)
+                finally:
+                    await file.close()
+        async for entry in self._upper.list(RESERVED):
+            name = base_name(entry.path)
+            if name.startswith(base_name(_JOURNAL)) and entry.path != journal:
+                await self._upper.unlink(entry.path)  # of a record since replaced
+
     async def _save(self) -> None:
-        """Write the record into a durable upper (write, then rename over the old one), unless
-        the upper already holds it (most changes of files the upper made change no record)."""
-        if not self._persist:
-            return
-        text = self._meta.dumps()
-        if text == self._saved:
+        """Bring a durable upper's record up to date with the changes since the last save.
+
+        They are appended to the journal beside the record, one line per entry changed, so a
+        save costs what changed, not the whole record. Once the journal outgrows the record, the
+        record is written anew (write, rename over the old one) under the next journal number,
+        then the old journal is removed: a kill between the two leaves a journal the new record
+        does not name, which loading removes.
+        """
+        if not self._persist or (self._saved is not None and not self._meta.dirty):
             return
         with self._quietly():
-            if self._saved is None:
+            if self._saved is not None:
+                lines = self._meta.journal().encode()
+                if self._journal_size + len(lines) <= max(_JOURNAL_MIN, self._saved):
+                    journal = f"{_JOURNAL}{self._journal}"
+                    file = await self._upper.open(journal, write=True, create=True)
+                    try:
+                        await file.write(self._journal_size, lines)
+                    finally:
+                        await file.close()
+                    self._journal_size += len(lines)
+                    return
+            else:
                 await self._reserved_dir()
+            old = f"{_JOURNAL}{self._journal}"
+            self._journal += 1
+            text = self._meta.dumps(journal=self._journal)
+            self._meta.dirty.clear()
             await self._upper.write(_META_TEMP, text)
             await self._upper.rename(_META_TEMP, META_PATH)
-        self._saved = text
+            self._saved = len(text)
+            self._journal_size = 0
+            if (await self._upper.lstat(old)).exists:
+                await self._upper.unlink(old)
 
     async def _reserved_dir(self) -> None:
         if (await self._upper.lstat(RESERVED)).kind != "directory":
@@ -367,7 +420,7 @@ class CowFileSystem:
 
     def _touched(self, path: str, info: FileInfo) -> FileInfo:
         """The lower's ``info`` at real path ``path``, with the times set through this tree."""
-        touched = self._meta.times.get(path)
+        touched = self._meta.times.lookup(path)
         if touched is None or not touched.base.same_as(info):
             return info
         return FileInfo(

@@ -422,7 +422,7 @@ async def _check(
     async def shadowed(path: str, kind: Kind) -> None:
         """``path`` must still be what the tree shadowed there."""
         now = await dest.lstat(path)
-        base = cow._meta.bases.get(path)
+        base = cow._meta.bases.lookup(path)
         if kind == "directory" or (base is not None and base.kind == "directory"):
             if now.kind != "directory":
                 conflicts[path] = CHANGED_IN_LOWER if to_lower else DIFFERS_IN_TARGET

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import errno
 import itertools
+import json
 import os
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -850,6 +851,16 @@ def test_watch_reports_what_the_merged_view_shows(backend: str) -> None:
 # A durable upper
 
 
+def saved_record(upper: Path) -> CowMeta:
+    """The record a durable upper holds: ``meta.json`` and the journal it names replayed."""
+    text = (upper / ".agentroot-cow/meta.json").read_text()
+    meta = CowMeta.loads(text)
+    journal = upper / f".agentroot-cow/meta.journal.{json.loads(text)['journal']}"
+    if journal.exists():
+        meta.replay(journal.read_text().splitlines())
+    return meta
+
+
 def test_durable_upper_survives_a_restart(backend: str, tmp_path: Path) -> None:
     async def main() -> None:
         host = write_host_tree(tmp_path / "lower", SEED)
@@ -870,10 +881,7 @@ def test_durable_upper_survives_a_restart(backend: str, tmp_path: Path) -> None:
         assert os.listdir(tmp_path / "upper/.agentroot-cow/stage") == []
         assert sorted(os.listdir(tmp_path / "upper")) == [".agentroot-cow", "d", "e2"]
         assert (tmp_path / "lower/a.txt").read_text() == "alpha\n"
-        assert CowMeta.loads((tmp_path / "upper/.agentroot-cow/meta.json").read_text()).hidden == {
-            "/a.txt",
-            "/e",
-        }
+        assert saved_record(tmp_path / "upper").hidden == {"/a.txt", "/e"}
 
     run(backend, main)
 
