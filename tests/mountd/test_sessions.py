@@ -140,7 +140,7 @@ def test_a_killed_run_keeps_its_changes_and_a_finished_one_leaves_nothing(
     project: Path, private_sessions: Path
 ) -> None:
     """``private_sessions`` is the autouse fixture of ``tests/conftest.py``."""
-    env = "--env", "PYTHONDONTWRITEBYTECODE"
+    env = "--env", "PYTHONDONTWRITEBYTECODE=1"
     done = mountd("run", *env, "--", "sh", "-c", "echo done > done.txt", cwd=project)
     assert done.returncode == 0, done.stderr
     sessions = private_sessions / "agentroot" / "sessions"
