@@ -154,7 +154,26 @@ Section = Literal["hidden", "bases", "origins", "times"]
 V = TypeVar("V")
 
 
-class _Entries(MutableMapping[str, V]):
+class _Noted:
+    """What the two kinds of noted collections read alike, from their ``_data``."""
+
+    __slots__ = ()
+    _data: dict[str, Any] | set[str]
+
+    def __contains__(self, path: object) -> bool:
+        return path in self._data
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __repr__(self) -> str:
+        return repr(self._data)
+
+
+class _Entries(_Noted, MutableMapping[str, V]):
     """A dict of one section that notes each path whose entry is set or removed in ``dirty``.
 
     Every change goes through ``__setitem__``/``__delitem__`` (the mixins' ``pop``,
@@ -178,15 +197,6 @@ class _Entries(MutableMapping[str, V]):
         """The entry at ``path``, if any (``get``, typed)."""
         return self._data.get(path)
 
-    def __contains__(self, path: object) -> bool:
-        return path in self._data
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._data)
-
-    def __len__(self) -> int:
-        return len(self._data)
-
     def __setitem__(self, path: str, value: V) -> None:
         self._data[path] = value
         self._dirty.add((self._section, path))
@@ -195,11 +205,8 @@ class _Entries(MutableMapping[str, V]):
         del self._data[path]
         self._dirty.add((self._section, path))
 
-    def __repr__(self) -> str:
-        return repr(self._data)
 
-
-class _Paths(MutableSet[str]):
+class _Paths(_Noted, MutableSet[str]):
     """The ``hidden`` set, noting each path added or discarded in ``dirty``."""
 
     __slots__ = ("_data", "_dirty")
@@ -208,15 +215,6 @@ class _Paths(MutableSet[str]):
         self._data: set[str] = set()
         self._dirty = dirty
 
-    def __contains__(self, path: object) -> bool:
-        return path in self._data
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._data)
-
-    def __len__(self) -> int:
-        return len(self._data)
-
     def add(self, path: str) -> None:
         self._data.add(path)
         self._dirty.add(("hidden", path))
@@ -224,9 +222,6 @@ class _Paths(MutableSet[str]):
     def discard(self, path: str) -> None:
         self._data.discard(path)
         self._dirty.add(("hidden", path))
-
-    def __repr__(self) -> str:
-        return repr(self._data)
 
 
 def _stamp_json(stamp: Stamp | None) -> Any:
