@@ -487,14 +487,20 @@ class CowFileSystem:
 
     async def _locate_parent(self, path: str) -> str:
         """The real path of the directory that holds ``path`` (errors are about ``path``)."""
+        parent = parent_path(path)
+        if parent in self._dirs:
+            return parent  # a real merged directory already: nothing to look up
+        generation = self._generation
         try:
-            found = await self._locate(parent_path(path), follow=True)
+            found = await self._locate(parent, follow=True)
         except PathError as error:
             raise error.with_path(path) from None
         if not found.info.exists:
             raise FileNotFoundError(path)
         if found.info.kind != "directory":
             raise NotADirectoryError(path)
+        if found.path == parent and generation == self._generation:
+            self._dirs.add(parent)  # reached through no symlink: a real merged directory
         return found.path
 
     async def _locate_name(self, path: str) -> _Found:
@@ -930,7 +936,10 @@ class CowFileSystem:
     async def _remove_entry(self, found: _Found) -> None:
         """Unlink a non-directory of the merged view."""
         path = found.path
-        lower = await self._lower_view(path)
+        if found.layer == _LOWER and path not in self._meta.times:
+            lower = found.info  # the lower's own (times untouched), as located
+        else:
+            lower = await self._lower_view(path)
         if lower.exists:
             self._meta.shadow(path, Stamp.of(lower))
             self._meta.hide(path, subtree=lower.kind == "directory")
