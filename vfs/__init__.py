@@ -26,6 +26,7 @@ Layout (every module but the public ones is private; its first line says what it
 import contextlib
 
 from ._audit import AuditEntry, AuditLog, audited_fs, read_audit_file
+from ._checkpoints import CheckpointNotFoundError
 from ._cow import CowFileSystem, cow_fs
 from ._cow_meta import CowConflictError, TreeChange
 from ._dir import dir_fs
@@ -59,6 +60,8 @@ from ._s3 import S3HostFiles
 from ._temp import temp_fs
 from ._types import (
     Change,
+    Checkpoint,
+    Checkpoints,
     DirEntry,
     FileInfo,
     FileSystem,
@@ -74,6 +77,7 @@ from ._types import (
     SearchResult,
     Special,
     StatsOpenFile,
+    Summary,
     Watchable,
     change_origin,
 )
@@ -84,6 +88,9 @@ __all__ = [
     "AuditEntry",
     "AuditLog",
     "Change",
+    "Checkpoint",
+    "CheckpointNotFoundError",
+    "Checkpoints",
     "CowConflictError",
     "CowFileSystem",
     "CrossMountError",
@@ -126,6 +133,7 @@ __all__ = [
     "SearchResult",
     "Special",
     "StatsOpenFile",
+    "Summary",
     "TreeChange",
     "Watchable",
     "WriteFailedError",

@@ -160,6 +160,23 @@ class CowMeta:
     def __repr__(self) -> str:
         return f"CowMeta(hidden={sorted(self.hidden)}, origins={self.origins})"
 
+    def copy(self) -> CowMeta:
+        """An independent copy (its values are frozen, so the containers are all it copies)."""
+        meta = CowMeta()
+        meta.hidden = set(self.hidden)
+        meta.bases = dict(self.bases)
+        meta.origins = dict(self.origins)
+        meta.times = dict(self.times)
+        return meta
+
+    def same_as(self, other: CowMeta) -> bool:
+        return (self.hidden, self.bases, self.origins, self.times) == (
+            other.hidden,
+            other.bases,
+            other.origins,
+            other.times,
+        )
+
     # -- decisions --------------------------------------------------------------------------
 
     def hides(self, path: str) -> bool:
