@@ -109,14 +109,19 @@ class History(Generic[S]):
     def prune(self, keep_last: int) -> list[int]:
         """Forget every checkpoint but the labelled ones and the last ``keep_last``; answers the
         numbers forgotten."""
-        if keep_last < 0:
-            raise ValueError(f"keep_last must be 0 or more, not {keep_last}")
-        numbers = list(self._kept)
-        recent = set(numbers[len(numbers) - keep_last :]) if keep_last else set()
-        gone = [n for n in numbers if n not in recent and self._kept[n][0].label is None]
+        gone = pruned(self.listing(), keep_last)
         for number in gone:
             del self._kept[number]
         return gone
+
+
+def pruned(records: list[Checkpoint], keep_last: int) -> list[int]:
+    """The numbers of ``records`` (oldest first) a prune forgets: all but the labelled ones and
+    the last ``keep_last``."""
+    if keep_last < 0:
+        raise ValueError(f"keep_last must be 0 or more, not {keep_last}")
+    recent = {r.number for r in records[len(records) - keep_last :]} if keep_last else set()
+    return [r.number for r in records if r.number not in recent and r.label is None]
 
 
 class Entries:

@@ -81,6 +81,7 @@ from ._capabilities import buffers_writes, list_info_of, list_reusing_of, make_l
 from ._checkpoints import History
 from ._clock import now_ns
 from ._content import encode_contents
+from ._cow_durable import Durable
 from ._cow_meta import META_PATH, RESERVED, CowMeta, Stamp, Touched, TreeChange
 from ._errors import (
     DirectoryNotEmptyError,
@@ -176,6 +177,7 @@ class CowFileSystem:
     __slots__ = (
         "_counter",
         "_dirs",
+        "_durable",
         "_epoch",
         "_generation",
         "_history",
@@ -222,8 +224,12 @@ class CowFileSystem:
         offered: dict[str, Callable[..., Any]] = {}
         if list_reusing_of(self._lower) or list_reusing_of(self._upper):
             offered["list_info_reusing"] = CowFileSystem._list_info_reusing
+        self._durable: Durable | None = None
         if isinstance(self._upper_tree, TempFileSystem):
             offered.update(_CHECKPOINT_VERBS)
+        elif self._persist:
+            self._durable = Durable()
+            offered.update(_DURABLE_VERBS)
         if offered:
             offer(self, offered)
 
@@ -358,6 +364,8 @@ class CowFileSystem:
         return self._observers.subscribe(callback)
 
     def _from_upper(self, change: Change) -> Awaitable[None] | None:
+        if self._durable is not None and not is_under(change.path, RESERVED):
+            self._durable.dirty.add(change.path)  # copy-ups too: a checkpoint holds the upper
         if _muted.get() is self or is_under(change.path, RESERVED):
             return None
         return self._observers.notify(change)
@@ -1360,6 +1368,50 @@ _CHECKPOINT_VERBS: dict[str, Callable[..., Any]] = {
     "rewind": _rewind,
     "fork": _fork,
     "prune_checkpoints": _prune_checkpoints,
+}
+
+
+def _durable_verb(name: str) -> Callable[..., Any]:
+    async def verb(self: CowFileSystem, *args: Any, **kwargs: Any) -> Any:
+        from . import _cow_durable
+
+        return await getattr(_cow_durable, name)(self, *args, **kwargs)
+
+    verb.__name__ = verb.__qualname__ = name
+    return verb
+
+
+async def _durable_checkpoint(
+    self: CowFileSystem, label: str | None = None, *, turn: int | None = None
+) -> Checkpoint:
+    from . import _cow_durable
+
+    return await _cow_durable.checkpoint(self, label, turn)
+
+
+async def _durable_changes(
+    self: CowFileSystem, a: int, b: int | None = None
+) -> builtins.list[TreeChange]:
+    from . import _cow_durable
+
+    return await _cow_durable.checkpoint_changes(self, a, b)
+
+
+async def _durable_diff(self: CowFileSystem, a: int, b: int | None = None) -> str:
+    from . import _cow_durable
+
+    return await _cow_durable.checkpoint_diff(self, a, b)
+
+
+# Offered over any other given upper (a host directory's: vfs._cow_durable).
+_DURABLE_VERBS: dict[str, Callable[..., Any]] = {
+    "checkpoint": _durable_checkpoint,
+    "checkpoints": _durable_verb("checkpoints"),
+    "checkpoint_changes": _durable_changes,
+    "checkpoint_diff": _durable_diff,
+    "rewind": _durable_verb("rewind"),
+    "fork": _durable_verb("fork"),
+    "prune_checkpoints": _durable_verb("prune"),
 }
 
 

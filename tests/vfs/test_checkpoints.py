@@ -20,14 +20,18 @@ SEED: dict[str, str | bytes] = {"/a.txt": "a\n", "/d/b.txt": "b\n", "/e/c.txt": 
 
 def trees(tmp_path: Path) -> dict[str, vfs.FileSystem]:
     host = write_host_tree(tmp_path / "lower", SEED)
+    (tmp_path / "upper").mkdir()
     return {
         "temp": vfs.temp_fs(SEED),
         "cow-dir": vfs.cow_fs(vfs.dir_fs(str(host), read_only=True)),
         "cow-temp": vfs.cow_fs(vfs.temp_fs(SEED)),
+        "cow-durable": vfs.cow_fs(
+            vfs.dir_fs(str(host), read_only=True), vfs.dir_fs(str(tmp_path / "upper"))
+        ),
     }
 
 
-KINDS = ("temp", "cow-dir", "cow-temp")
+KINDS = ("temp", "cow-dir", "cow-temp", "cow-durable")
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -183,10 +187,13 @@ def test_a_fork_is_independent_and_starts_at_its_checkpoint(tmp_path: Path) -> N
     run("trio", body)
 
 
-def test_a_rewind_never_touches_the_lower_host_directory(tmp_path: Path) -> None:
+@pytest.mark.parametrize("durable", [False, True], ids=["memory", "durable"])
+def test_a_rewind_never_touches_the_lower_host_directory(tmp_path: Path, durable: bool) -> None:
     async def body() -> None:
         host = write_host_tree(tmp_path / "lower", SEED)
-        tree = vfs.cow_fs(vfs.dir_fs(str(host)))
+        (tmp_path / "upper").mkdir()
+        upper = vfs.dir_fs(str(tmp_path / "upper")) if durable else None
+        tree = vfs.cow_fs(vfs.dir_fs(str(host)), upper)
         assert isinstance(tree, vfs.Checkpoints)
         await tree.checkpoint()
         await tree.write("/a.txt", "changed\n")
@@ -196,6 +203,14 @@ def test_a_rewind_never_touches_the_lower_host_directory(tmp_path: Path) -> None
         before = {p: p.read_bytes() for p in host.rglob("*") if p.is_file()}
         await tree.rewind(1)
         assert await tree.read("/d/b.txt") == "b\n"
+        assert {(c.path, c.kind) for c in await tree.checkpoint_changes(1, 2)} == {
+            ("/a.txt", "modified"),
+            ("/d/b.txt", "deleted"),
+            ("/e", "deleted"),
+            ("/e/c.txt", "deleted"),
+            ("/moved", "added"),
+            ("/moved/c.txt", "added"),
+        }
         await tree.rewind(2)
         assert await tree.read("/moved/c.txt") == "c\n"
         assert {p: p.read_bytes() for p in host.rglob("*") if p.is_file()} == before
@@ -236,11 +251,11 @@ def test_the_default_tree_checkpoints_its_root_and_not_its_scratch() -> None:
     run("trio", body)
 
 
-def test_only_a_cow_over_a_temp_upper_has_checkpoints(tmp_path: Path) -> None:
+def test_a_cow_has_checkpoints_and_a_host_directory_has_none(tmp_path: Path) -> None:
     (tmp_path / "upper").mkdir()
     lower = vfs.temp_fs(SEED)
     assert isinstance(vfs.cow_fs(lower), vfs.Checkpoints)
-    assert not isinstance(vfs.cow_fs(lower, vfs.dir_fs(str(tmp_path / "upper"))), vfs.Checkpoints)
+    assert isinstance(vfs.cow_fs(lower, vfs.dir_fs(str(tmp_path / "upper"))), vfs.Checkpoints)
     assert not isinstance(vfs.dir_fs(str(tmp_path)), vfs.Checkpoints)
 
 

@@ -7,8 +7,9 @@ the model alike, and a refused one must be refused by both. After every step eac
 first and every fork) equals its model, ``checkpoints()`` lists exactly the numbers the model
 kept, and a rule compares ``checkpoint_changes(a, b)`` with the difference of the two copies.
 
-Three trees: a ``temp_fs``, a ``cow_fs`` over a ``dir_fs`` lower (whose host directory must
-never change) and a ``cow_fs`` over a ``temp_fs`` lower.
+Four trees: a ``temp_fs``, a ``cow_fs`` over a ``dir_fs`` lower (whose host directory must
+never change), a ``cow_fs`` over a ``temp_fs`` lower, and a ``cow_fs`` with a durable ``dir_fs``
+upper, where a rule also restarts the tree from its upper (every checkpoint must come back).
 """
 
 from __future__ import annotations
@@ -122,9 +123,23 @@ class CheckpointModel(RuleBasedStateMachine):
         elif self.kind == "cow-dir":
             self.host = write_host_tree(self.scratch / "lower", dict(SEED))
             fs = vfs.cow_fs(vfs.dir_fs(str(self.host), read_only=True))
+        elif self.kind == "cow-durable":
+            self.host = write_host_tree(self.scratch / "lower", dict(SEED))
+            (self.scratch / "upper").mkdir()
+            fs = self._durable_cow()
         else:
             fs = vfs.cow_fs(vfs.temp_fs(dict(SEED)))
         self.trees = [_Tree(fs, seeded())]
+
+    def _durable_cow(self) -> Any:
+        lower = vfs.dir_fs(str(self.host), read_only=True)
+        return vfs.cow_fs(lower, vfs.dir_fs(str(self.scratch / "upper")))
+
+    @precondition(lambda self: self.kind == "cow-durable")
+    @rule()
+    def restart(self) -> None:
+        """A new process over the same upper: every checkpoint, and the tree, come back."""
+        self.trees[0].fs = self._durable_cow()
 
     def teardown(self) -> None:
         shutil.rmtree(self.scratch, ignore_errors=True)
@@ -305,6 +320,10 @@ class CowTempCheckpointModel(CheckpointModel):
     kind = "cow-temp"
 
 
+class CowDurableCheckpointModel(CheckpointModel):
+    kind = "cow-durable"
+
+
 SETTINGS = settings(
     max_examples=25,
     stateful_step_count=25,
@@ -314,7 +333,9 @@ SETTINGS = settings(
 
 
 @pytest.mark.parametrize(
-    "machine", [CheckpointModel, CowDirCheckpointModel, CowTempCheckpointModel], ids=str
+    "machine",
+    [CheckpointModel, CowDirCheckpointModel, CowTempCheckpointModel, CowDurableCheckpointModel],
+    ids=lambda machine: machine.kind,
 )
 def test_checkpoints_keep_what_a_full_copy_keeps(machine: type[CheckpointModel]) -> None:
     run_state_machine_as_test(machine, settings=SETTINGS)
