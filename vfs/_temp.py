@@ -1252,7 +1252,8 @@ def summary_of(old: FrozenDir | None, new: FrozenDir) -> Summary:
     """What changed from ``old`` (``None``: nothing) to ``new``, counted (vfs._checkpoints)."""
     return tally(
         (frozen_kind(then), frozen_kind(now), frozen_size(now))
-        for _, then, now in differences(old, new)
+        for path, then, now in differences(old, new)
+        if path != ROOT
     )
 
 

@@ -10,7 +10,7 @@ import vfs
 from vfs._audit import AuditLog, audited_fs
 from vfs._frozen import page_space
 from vfs._pages import PAGE_SIZE
-from vfs.turns import turn_root
+from vfs.turns import RootContext, Session, turn_root
 
 from .eightverb import exactly, run
 from .test_conformance import write_host_tree
@@ -269,5 +269,28 @@ def test_prune_keeps_the_labelled_and_the_last() -> None:
         assert [r.number for r in await tree.checkpoints()] == [2, 5, 6]
         await tree.rewind(2)
         assert await tree.read("/f") == "2"
+
+    run("trio", body)
+
+
+def test_a_turn_end_takes_a_checkpoint_by_default(tmp_path: Path) -> None:
+    async def body() -> None:
+        tree = vfs.cow_fs(vfs.temp_fs(SEED))
+        assert isinstance(tree, vfs.Checkpoints)
+        session = Session(tree, RootContext("s"), cwd=tmp_path)
+        async with session.turn() as turn:
+            await turn.root.write("/a.txt", "one\n")
+        assert turn.checkpoint is not None and turn.checkpoint.turn == 1
+        root = turn_root(tree, keep_checkpoints=1)
+        for _ in range(3):
+            turn = await root.begin_turn()
+            await root.write("/a.txt", f"turn {turn.number}\n")
+            await root.end_turn()
+            assert turn.checkpoint is not None and turn.checkpoint.turn == turn.number
+        assert [(c.number, c.turn) for c in await tree.checkpoints()] == [(4, 3)]  # kept 1
+        quiet = turn_root(vfs.temp_fs(), checkpoint_turns=False)
+        await quiet.begin_turn()
+        ended = await quiet.end_turn()
+        assert ended.checkpoint is None and await quiet.checkpoints() == []  # type: ignore[attr-defined]
 
     run("trio", body)
