@@ -17,6 +17,9 @@ Layout (every module but the public ones is private; its first line says what it
   ``_s3_cache`` its S3 one), ``_empty``, ``_local`` (the host disk as an agent's default);
 - composers: ``_union`` (trees at prefixes), ``_overlay`` (stacked layers), ``_cow`` with
   ``_cow_meta`` and ``_cow_changes`` (copy-on-write, its review and apply);
+- checkpoints: ``_checkpoints`` (records, retention, comparing two states), ``_frozen`` (the
+  frozen nodes a ``temp_fs`` shares between them), ``_cow_checkpoints`` (a cow's, in memory) and
+  ``_cow_durable`` (a cow's over a directory upper, on disk);
 - wrappers, all on ``_forward``'s verb table: ``_policy``, ``_audit``, ``_posix_view`` (the POSIX
   extension for any tree);
 - subpackages: :mod:`vfs.tools` (the file tools a model calls), :mod:`vfs.turns` (turns, scratch

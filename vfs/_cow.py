@@ -51,7 +51,10 @@ Changes: the cow reports what it changes itself (whiteouts of lower entries), fo
 upper's changes (except muted ones and the reserved name), and forwards the lower's changes
 unless a whiteout hides them (a lower change under an unmodified path shows through).
 
-Changes as data (``changes``, ``diff``, ``apply``) live in ``vfs._cow_changes``.
+Changes as data (``changes``, ``diff``, ``apply``) live in ``vfs._cow_changes``. Checkpoints
+(:class:`vfs.Checkpoints`, offered per instance) live in ``vfs._cow_checkpoints`` over a
+``temp_fs`` upper and in ``vfs._cow_durable`` over any other given upper, which needs every
+upper change noted (``_from_upper`` does, muted copy-ups too).
 """
 
 from __future__ import annotations

@@ -94,7 +94,10 @@ def differences(
     new_children = new.children if isinstance(new, FrozenDir) else {}
     if not old_children and not new_children:
         return
-    for name in sorted(old_children.keys() | new_children.keys()):
+    # Only the names whose nodes differ (most of a large directory's are the same objects).
+    # (frozen nodes hash by identity, so the items' symmetric difference is exactly that)
+    names = {name for name, _ in old_children.items() ^ new_children.items()}
+    for name in sorted(names):
         yield from differences(
             old_children.get(name), new_children.get(name), join_path(path, name)
         )

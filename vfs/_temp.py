@@ -38,6 +38,17 @@ kernel's coarse clock (``vfs._clock``), as tmpfs's do, so through a mount they n
 backwards against the times the kernel stamps itself. Sizes above ``max_file_size``
 raise ``FileTooLargeError``; a growth larger than the memory available raises ``ENOSPC``.
 
+Checkpoints (``vfs._frozen``, :class:`vfs.Checkpoints`): each node keeps the frozen node last
+built for it (``frozen``) until it changes; :meth:`_Node.modified` / :meth:`_Node.changed` drop it
+and those of the directories above every name of the node (a node without one has none above
+it), so :meth:`TempFileSystem.frozen_root` rebuilds only the directories that hold a change, and a
+file's pages are shared with the checkpoint until each is first written again. A tree made from a
+checkpoint (a fork, a view for a diff) thaws lazily: a thawed directory's ``children`` slot is
+unset until first read (``_Dir.__getattr__`` thaws them), except where hard links are, which are
+thawed together so one node gets all its names. :meth:`TempFileSystem.restore` (a rewind) walks
+the live tree beside the frozen states, replacing only the entries that differ with new nodes
+(an open file keeps its node) and keeping every directory that is in both.
+
 Speed: ``stat`` is the hottest call under a mount, and building a frozen :class:`FileInfo` costs
 more than resolving the path, so each node caches the last one it answered. Every change to what
 a FileInfo shows goes through :meth:`_Node.modified` / :meth:`_Node.changed` (or clears ``info``
@@ -171,13 +182,26 @@ class _Node:
             self.thaw_up()
 
     def thaw_up(self) -> None:
-        """Drop the frozen node of this node and of every directory above each of its names."""
+        """Drop the frozen node of this node and of every directory above each of its names,
+        noting in each directory which of its names changed (see :meth:`_Dir.note`)."""
+        if isinstance(self, _Dir):
+            self.was = _frozen_dir(self.frozen)
         self.frozen = None
-        for directory, _ in self.names():
-            current: _Dir | None = directory
-            while current is not None and current.frozen is not None:
+        for directory, name in self.names():
+            directory.dirty.add(name)
+            current = directory
+            while current.frozen is not None:
+                current.was = _frozen_dir(current.frozen)
                 current.frozen = None
-                current = current.parent
+                parent = current.parent
+                if parent is None:
+                    break
+                parent.dirty.add(current.name)
+                current = parent
+
+
+def _frozen_dir(frozen: FrozenNode | None) -> FrozenDir | None:
+    return frozen if isinstance(frozen, FrozenDir) else None
 
 
 class _File(_Node):
@@ -214,13 +238,18 @@ class _Symlink(_Node):
 
 
 class _Dir(_Node):
-    __slots__ = ("_listing", "_order", "_source", "children", "subdirs")
+    __slots__ = ("_listing", "_order", "_source", "children", "dirty", "subdirs", "was")
     kind = "directory"
 
     def __init__(self, mode: int, uid: int, gid: int, now: int) -> None:
         super().__init__(mode, uid, gid, now)
         self.children: dict[str, _Node] = {}
         self.subdirs = 0
+        # Since ``frozen`` was dropped: the frozen node it was (None: never frozen, or rebuilt)
+        # and the names whose entries changed since, so freezing again copies ``was``'s
+        # children and rebuilds only those (O(changed), not O(entries)).
+        self.was: FrozenDir | None = None
+        self.dirty: set[str] = set()
         self._listing: list[tuple[str, _Node]] | None = None
         self._order: list[tuple[str, _Node, _Dir | None]] | None = None
         # A directory thawed from a checkpoint gets its children when first asked for them
@@ -260,6 +289,7 @@ class _Dir(_Node):
         """Link ``node`` as ``name`` (a further name when it has one already: a hard link);
         the caller has removed any previous entry of that name."""
         self.children[name] = node
+        self.dirty.add(name)
         if node.parent is None:
             node.parent = self
             node.name = name
@@ -276,6 +306,7 @@ class _Dir(_Node):
     def remove(self, name: str, now: int) -> _Node:
         """Unlink ``name``; a node with further names keeps them (one takes the first place)."""
         node = self.children.pop(name)
+        self.dirty.add(name)
         others = node.others
         if node.parent is self and node.name == name:
             if others:
@@ -395,8 +426,26 @@ def _freeze(node: _Node) -> FrozenNode:
         return frozen
     times = (node.mode, node.uid, node.gid, node.atime_ns, node.mtime_ns, node.ctime_ns)
     if isinstance(node, _Dir):
-        children = {name: _freeze(child) for name, child in node.children.items()}
-        linked = any(child.linked for child in children.values())
+        live = node.children
+        was = node.was
+        children: dict[str, FrozenNode]
+        if was is None:
+            children = {name: child.frozen or _freeze(child) for name, child in live.items()}
+            linked = any(child.linked for child in children.values())
+        else:  # only the names that changed (see _Dir.was)
+            children = dict(was.children)
+            for name in node.dirty:
+                child = live.get(name)
+                if child is None:
+                    children.pop(name, None)
+                else:
+                    children[name] = child.frozen or _freeze(child)
+            if was.linked:
+                linked = any(child.linked for child in children.values())
+            else:
+                linked = any(children[name].linked for name in node.dirty if name in children)
+        node.was = None
+        node.dirty = set()
         frozen = FrozenDir(*times, node.serial, linked, children, node.subdirs)
     elif isinstance(node, _Special):
         frozen = FrozenFile(
@@ -1228,6 +1277,8 @@ class TempFileSystem:
         live.ctime_ns = target.ctime_ns
         live.info = None
         live.frozen = target
+        live.was = None
+        live.dirty = set()
 
     async def report_restore(
         self, entries: builtins.list[str], metadata: builtins.list[str]
