@@ -1253,10 +1253,9 @@ class TempFileSystem:
         if current is target:
             return
         now_children, then_children = current.children, target.children
-        for name in now_children.keys() | then_children.keys():
+        # Only the names whose nodes differ (frozen nodes hash by identity).
+        for name in {name for name, _ in now_children.items() ^ then_children.items()}:
             now, then = now_children.get(name), then_children.get(name)
-            if now is then:
-                continue
             child_path = join_path(path, name)
             if isinstance(now, FrozenDir) and isinstance(then, FrozenDir):
                 child = live.children[name]
