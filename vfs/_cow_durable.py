@@ -62,7 +62,7 @@ from ._checkpoints import (
 )
 from ._cow_changes import read_bytes, render_between
 from ._cow_meta import RESERVED, CowMeta, TreeChange
-from ._paths import ROOT, is_under
+from ._paths import ROOT, is_under, parent_path
 from ._temp import TempFileSystem
 from ._types import Checkpoint, FileInfo, Kind, PosixFileSystem, Summary
 from ._walk import walk
@@ -221,15 +221,26 @@ async def _current(cow: CowFileSystem) -> Manifest:
     durable = await load(cow)
     manifest: Manifest = {} if durable.latest is None else dict(durable.latest[0])
     roots = outermost(durable.dirty)
-    for root in roots:
-        for path in [p for p in manifest if is_under(p, root)]:
-            del manifest[path]
+    chosen = set(roots)
+    for path in [p for p in manifest if _beneath_any(p, chosen)]:
+        del manifest[path]
     fresh = await _manifest_of(cow, roots, {})
     for path, entry in fresh.items():
         if entry[0] == "file":
             entry.append(await _store_blob(cow, path))
         manifest[path] = entry
     return manifest
+
+
+def _beneath_any(path: str, roots: set[str]) -> bool:
+    """Whether ``path`` is one of ``roots`` or beneath one (O(depth), not O(roots))."""
+    probe = path
+    while True:
+        if probe in roots:
+            return True
+        if probe == ROOT:
+            return False
+        probe = parent_path(probe)
 
 
 def _merged_kind(manifest: Manifest, meta: CowMeta, lower: Kind | None, path: str) -> Kind | None:
