@@ -28,6 +28,17 @@ request                                        answer (``{"ok": false, "error": 
 ``{"op": "cow", "action": "diff",``            ``{"ok": true, "diff": "...", "refused": [...]}``:
 ``"paths": [...]}`` (``paths`` optional)       the git-style diff of those paths, else of all
                                                that apply would write but ``/.git``
+``{"op": "checkpoint", "action": "take",``     ``{"ok": true, "checkpoint": {"number", "turn",
+``"label": "L"}`` (``label`` optional)         "label", "time", "summary": {"added",
+                                               "modified", "deleted", "bytes"}}}``
+``{"op": "checkpoint", "action": "list"}``     ``{"ok": true, "checkpoints": [...]}``
+``{"op": "checkpoint", "action": "diff",``     ``{"ok": true, "changes": [...], "diff": "..."}``:
+``"a": A, "b": B}`` (``b`` optional: now)      how B differs from A
+``{"op": "checkpoint", "action": "rewind",``   ``{"ok": true, "checkpoint": {...}}`` once the
+``"number": N}``                               tree is N *and the kernel has forgotten what
+                                               changed* (open descriptors keep their files)
+``{"op": "checkpoint", "action": "prune",``    ``{"ok": true, "pruned": [N...]}``: all but the
+``"keep": K}`` (``keep`` optional)             labelled and the last K (default 50)
 ``{"op": "cow", "action": "apply",``           ``{"ok": true, "applied": [change...], "refused":
 ``"paths": [...]}`` (``paths`` optional)       [change...], "set_id_cleared": [path...]}``: the
                                                changes written back to the lower tree, those
@@ -39,6 +50,12 @@ requests answer an error and status/changes still work. :class:`Controller` hold
 is tested without a socket; :func:`serve_control` is the trio listener the daemon runs next to the
 mount; :func:`request` is the blocking client the command line uses. Requests run on the event
 loop that serves the mount, one connection at a time per task, and never touch the mount itself.
+
+The ``checkpoint`` requests need a tree that keeps checkpoints (:class:`vfs.Checkpoints`: the
+default tree's copy-on-write root keeps them in its session, so they outlive the daemon); a turn
+end takes one (answered as ``"checkpoint"`` beside ``"turn"``) and keeps the labelled ones and the
+last :data:`DEFAULT_KEEP_CHECKPOINTS`; ``status`` answers how many are kept and the last. A rewind
+reports what changed as the tree's own changes, so the mount invalidates exactly those names.
 
 The ``cow`` requests review the copy-on-write layers of the served tree (``mountd._review``):
 ``paths`` are the served tree's (absolute; a path above a layer's prefix covers all of it), and so
@@ -77,6 +94,7 @@ import stat
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
@@ -84,6 +102,9 @@ import trio
 
 from vfs import (
     Change,
+    Checkpoint,
+    CheckpointNotFoundError,
+    Checkpoints,
     CowConflictError,
     FileSystem,
     ReadOnlyMountError,
@@ -101,6 +122,7 @@ from ._apply_rules import Refusal
 from ._review import CowAt, apply_unprotected, find_cows, judged, outside_git, served_policy
 
 MAX_CHANGES = 100_000
+DEFAULT_KEEP_CHECKPOINTS = 50  # unlabelled checkpoints a mount keeps (and a prune leaves)
 MAX_LINE = 16 * 1024 * 1024
 REQUEST_TIMEOUT = 30.0
 # sockaddr_un.sun_path holds 108 bytes including the terminating NUL (longer: see _address).
@@ -132,6 +154,7 @@ class Controller:
         origin: object = None,
         counters: Mapping[str, int] | None = None,
         open_for_writing: Callable[[], list[str]] | None = None,
+        keeping_files: Callable[[list[str]], AbstractAsyncContextManager[None]] | None = None,
     ) -> None:
         self.fs = fs
         self.mountpoint = mountpoint
@@ -139,6 +162,8 @@ class Controller:
         self.counters: Mapping[str, int] = {} if counters is None else counters
         # The paths open for writing through the mount (Mount.open_for_writing): apply refuses them.
         self.open_for_writing = open_for_writing
+        # Around a rewind: keepers for the files it replaces (Mount.keeping_files).
+        self.keeping_files = keeping_files
         self._lock = threading.Lock()
         self._changes: dict[str, tuple[set[str], set[str]]] = {}
         self._truncated = False
@@ -198,7 +223,11 @@ class Controller:
             return await self._adopt(request)
         if op == "cow":
             return await self._cow(request)
-        raise ControlError(f"unknown op {op!r} (expected turn, status, changes, adopt or cow)")
+        if op == "checkpoint":
+            return await self._checkpoint(request)
+        raise ControlError(
+            f"unknown op {op!r} (expected turn, status, changes, adopt, cow or checkpoint)"
+        )
 
     def _turn_root(self) -> TurnRoot:
         turns = self.turns
@@ -227,7 +256,10 @@ class Controller:
                 turn = await turns.end_turn()
             except RuntimeError as error:
                 raise ControlError(str(error)) from None
-            return {"ok": True, "turn": _describe(turn)}
+            reply = {"ok": True, "turn": _describe(turn)}
+            if turn.checkpoint is not None:
+                reply["checkpoint"] = describe_checkpoint(turn.checkpoint)
+            return reply
         raise ControlError(f"unknown turn action {action!r} (expected begin or end)")
 
     async def _status(self) -> dict[str, Any]:
@@ -241,6 +273,12 @@ class Controller:
             "turns_begun": 0,
             "counters": dict(self.counters),
         }
+        if isinstance(self.fs, Checkpoints):
+            kept = await self.fs.checkpoints()
+            reply["checkpoints"] = {
+                "kept": len(kept),
+                "last": describe_checkpoint(kept[-1]) if kept else None,
+            }
         if turns is not None:
             reply["turns_begun"] = turns.turns
             if turns.turn is not None:
@@ -278,6 +316,60 @@ class Controller:
         except OSError as error:
             raise ControlError(f"adopting the spill failed: {error}") from None
         return {"ok": True, "result": result, "adopted": list(turn.adopted)}
+
+    # -- checkpoints -------------------------------------------------------------------------
+
+    async def _checkpoint(self, request: dict[str, Any]) -> dict[str, Any]:
+        tree = self.fs
+        if not isinstance(tree, Checkpoints):
+            raise ControlError(
+                f"{self.mountpoint} keeps no checkpoints: its tree has no copy-on-write or "
+                "in-memory root (the default `mountd mount` keeps them)"
+            )
+        action = request.get("action", "take")
+        try:
+            if action == "take":
+                label = request.get("label")
+                if label is not None and (not isinstance(label, str) or not label):
+                    raise ControlError(f"a label is a non-empty string, not {label!r}")
+                turns = self.turns
+                turn = None if turns is None or turns.turn is None else turns.turn.number
+                record = await tree.checkpoint(label, turn=turn)
+                return {"ok": True, "checkpoint": describe_checkpoint(record)}
+            if action == "list":
+                kept = await tree.checkpoints()
+                return {"ok": True, "checkpoints": [describe_checkpoint(r) for r in kept]}
+            if action == "diff":
+                a, b = _number(request, "a"), _number(request, "b", optional=True)
+                changes = await tree.checkpoint_changes(a, b)
+                return {
+                    "ok": True,
+                    "changes": [_plain_change(change) for change in changes],
+                    "diff": await tree.checkpoint_diff(a, b),
+                }
+            if action == "rewind":
+                number = _number(request, "number")
+                replaced = [
+                    c.path for c in await tree.checkpoint_changes(number) if c.entry == "file"
+                ]
+                keeping = (
+                    contextlib.nullcontext()
+                    if self.keeping_files is None
+                    else self.keeping_files(replaced)
+                )
+                async with keeping:
+                    record = await tree.rewind(number)
+                return {"ok": True, "checkpoint": describe_checkpoint(record)}
+            if action == "prune":
+                keep = request.get("keep", DEFAULT_KEEP_CHECKPOINTS)
+                if not isinstance(keep, int) or isinstance(keep, bool) or keep < 0:
+                    raise ControlError(f"keep is a count of checkpoints, not {keep!r}")
+                return {"ok": True, "pruned": await tree.prune_checkpoints(keep)}
+        except CheckpointNotFoundError as error:
+            raise ControlError(str(error)) from None
+        raise ControlError(
+            f"unknown checkpoint action {action!r} (expected take, list, diff, rewind or prune)"
+        )
 
     # -- the copy-on-write review ------------------------------------------------------------
 
@@ -475,6 +567,35 @@ def _nothing_more(applied: list[dict[str, Any]]) -> str:
     if not applied:
         return "nothing applied"
     return f"{len(applied)} change(s) applied to another layer, nothing more"
+
+
+def describe_checkpoint(record: Checkpoint) -> dict[str, Any]:
+    summary = record.summary
+    return {
+        "number": record.number,
+        "turn": record.turn,
+        "label": record.label,
+        "time": record.time,
+        "summary": {
+            "added": summary.added,
+            "modified": summary.modified,
+            "deleted": summary.deleted,
+            "bytes": summary.bytes,
+        },
+    }
+
+
+def _plain_change(change: TreeChange) -> dict[str, Any]:
+    return {"path": change.path, "kind": change.kind, "entry": change.entry, "from": None}
+
+
+def _number(request: dict[str, Any], key: str, *, optional: bool = False) -> Any:
+    value = request.get(key)
+    if value is None and optional:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ControlError(f"{key} is a checkpoint number, not {value!r}")
+    return value
 
 
 def _describe(turn: Turn) -> dict[str, Any]:

@@ -107,6 +107,7 @@ async def _start_control(nursery: trio.Nursery, mount: Mount) -> None:
         origin=mount,
         counters=mount.counters,
         open_for_writing=mount.open_for_writing,
+        keeping_files=mount.keeping_files,
     )
     try:
         await trio.to_thread.run_sync(lambda: registry.state_dir(create=True))

@@ -35,7 +35,9 @@ Theory of operation
    succeeded. What apply may write is :mod:`mountd._apply_rules`'s one decision (inside ``.git``
    only git's own files; never set-id bits, never through a host symlink or mount point, nothing
    the run's policy did not let the command write); a conflict (the host changed meanwhile)
-   writes nothing and exits 1.
+   writes nothing and exits 1. With ``--rewind-on-failure`` a checkpoint is taken before the
+   command starts and, when it fails, the tree is rewound to it before the report: what a
+   failed command did is gone, what the tree held before (a resumed session's) stays.
 
 The exit status is the command's (1 for a failed apply, 2 for a usage error, 127 when the command
 could not start).
@@ -133,6 +135,7 @@ class RunRequest:
     allow: tuple[str, ...] = ()  # host paths bound read-write (``--allow``)
     read_only: tuple[str, ...] = ()  # host paths bound read-only (``--ro``)
     env: tuple[str, ...] = ()  # ``--env NAME[=VALUE]``
+    rewind_on_failure: bool = False  # ``--rewind-on-failure``
 
 
 # --- running -----------------------------------------------------------------------------------
@@ -237,6 +240,11 @@ async def _run(request: RunRequest, bwrap: str, user: SandboxUser) -> int:
         group=_host_file("/etc/group"),
         git_config=git_config(os.environ),
     )
+    before: vfs.Checkpoint | None = None
+    if request.rewind_on_failure:
+        if not isinstance(request.tree, vfs.Checkpoints):
+            raise RunUsageError("--rewind-on-failure needs a tree that keeps checkpoints")
+        before = await request.tree.checkpoint("before the command")
     try:
         with trio.open_signal_receiver(*SIGNALS) as signals:
             try:
@@ -253,6 +261,10 @@ async def _run(request: RunRequest, bwrap: str, user: SandboxUser) -> int:
             os.rmdir(mountpoint)
         except OSError as error:
             _say(f"could not remove the mountpoint {mountpoint}: {error.strerror}")
+    if before is not None and status != 0:
+        assert isinstance(request.tree, vfs.Checkpoints)
+        await request.tree.rewind(before.number)
+        _say(f"the command failed (exit {status}): the tree is as it was before it")
     status = await _report(request, status, cows, log, policy)
     _say_outside_review(sandbox)
     return status
@@ -541,6 +553,12 @@ def _run_options(parser: argparse.ArgumentParser) -> None:
         "git's own files; never set-id bits, never through a host symlink or mount point)",
     )
     parser.add_argument("--diff", action="store_true", help="print the diff of the changes")
+    parser.add_argument(
+        "--rewind-on-failure",
+        action="store_true",
+        help="when the command fails, leave the tree as it was before it (its changes are "
+        "neither reported nor applied)",
+    )
     parser.add_argument("--net", action="store_true", help="let the command use the network")
     parser.add_argument("--audit", metavar="FILE", help="append the audit log (JSON lines) to FILE")
     parser.add_argument(
@@ -612,7 +630,16 @@ def command(args: argparse.Namespace) -> int:
     more, unknown = extra.parse_known_intermixed_args(before)  # options given after SPEC
     if unknown:
         raise RunUsageError(f"unknown option {unknown[0]}")
-    for name in ("apply", "diff", "net", "root", "resume", "fresh", "ephemeral"):
+    for name in (
+        "apply",
+        "diff",
+        "net",
+        "root",
+        "resume",
+        "fresh",
+        "ephemeral",
+        "rewind_on_failure",
+    ):
         if getattr(more, name):
             setattr(args, name, True)
     for name in ("audit", "at"):
@@ -668,6 +695,7 @@ def command(args: argparse.Namespace) -> int:
         allow=tuple(args.allow),
         read_only=tuple(args.ro),
         env=tuple(args.env),
+        rewind_on_failure=args.rewind_on_failure,
     )
     status = run(request)
     if session is not None:

@@ -35,7 +35,7 @@ import queue
 import sys
 import threading
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from contextlib import asynccontextmanager
 
 import pyfuse3
@@ -46,7 +46,7 @@ if sys.version_info < (3, 11):
 
 import vfs
 from vfs import Change, FileSystem, PosixFileSystem, Watchable
-from vfs.lowlevel import ChangeCallback, guard_mountpoint, release_mountpoint
+from vfs.lowlevel import ChangeCallback, guard_mountpoint, release_mountpoint, split_path
 
 from . import _registry
 from ._invalidate import InvalidateInode, Invalidator, send_to_kernel
@@ -105,6 +105,31 @@ class Mount:
                         nodes.append(node)
         paths = {table.path(node) for node in nodes}
         return sorted(path for path in paths if path is not None)
+
+    @contextlib.asynccontextmanager
+    async def keeping_files(self, paths: Iterable[str]) -> AsyncIterator[None]:
+        """Around a change the tree makes behind the mount's back that replaces or removes the
+        files at ``paths`` (a rewind): the files the kernel knows there get keepers first
+        (``mountd._keepers``), so a descriptor held across the change keeps its old file, as
+        after a rename over it through the mount."""
+        ops = self._ops
+        async with contextlib.AsyncExitStack() as stack:
+            if ops is not None:
+                for path in sorted(set(paths)):
+                    node = ops.inodes.root
+                    parts = split_path(path)
+                    for name in parts[:-1]:
+                        found = node.children.get(name)
+                        if found is None:
+                            break
+                        node = found
+                    else:
+                        if parts:
+                            keeping = ops.keepers.keeping(
+                                node, parts[-1], path, keeper=True, attributes=True
+                            )
+                            await stack.enter_async_context(keeping)
+            yield
 
     def __repr__(self) -> str:
         return f"Mount({self.mountpoint!r})"

@@ -67,6 +67,9 @@ run against an actual path.
   mountd diff ./mnt [PATH...]          ... as a git-style diff
   mountd apply ./mnt [PATH...]         ... written back to the directory it covers (inside
                                        .git only git's own files; see `apply --help`)
+  mountd checkpoint list ./mnt         the tree's checkpoints (one per turn, and those you take)
+  mountd checkpoint rewind ./mnt N     the tree becomes checkpoint N again (undoable: the state
+                                       before is kept as a checkpoint; see `checkpoint --help`)
 """
 
 MOUNT_DESCRIPTION = """\
@@ -135,6 +138,31 @@ listed with their reasons, and naming only them is an error. If a file changed i
 since the mount copied it, nothing is written (exit 1); the same when a file to apply is open for
 writing through the mount. Applied paths are no longer changes, and the mount goes on serving the
 same names and bytes.
+"""
+
+
+CHECKPOINT_ACTIONS = ("list", "diff", "rewind", "fork", "prune")
+CHECKPOINT_DESCRIPTION = """\
+Record the state of a mount's tree, compare states, and go back to one, while it is mounted,
+through the daemon's control channel. The default mount keeps its checkpoints in its session, so
+they outlive the daemon (a killed one loses at most the turn in progress); each `mountd turn end`
+takes one. The host directory under the tree is never changed by any of this.
+
+  mountd checkpoint MOUNTPOINT [--label L]   take one now (a labelled one is never pruned)
+  mountd checkpoint list MOUNTPOINT          number, turn, label, time, and what changed since
+                                             the one before (A added, M modified, D deleted,
+                                             bytes of the files added or modified)
+  mountd checkpoint diff MOUNTPOINT A [B]    the git-style diff from checkpoint A to B (or now)
+  mountd checkpoint rewind MOUNTPOINT N      the tree becomes checkpoint N at once; processes
+                                             reading through the mount see N's bytes, while a
+                                             file they hold open stays the one they opened. The
+                                             state before is kept as a checkpoint, so a rewind
+                                             is undone by rewinding to that one; later
+                                             checkpoints stay.
+  mountd checkpoint prune MOUNTPOINT [--keep K]   keep the labelled ones and the last K (50)
+
+`fork` (a second tree from checkpoint N) is the Python API's (`tree.fork(N)`): a daemon serves one
+mount, so a command line fork would need a second daemon over a copy of the session.
 """
 
 
@@ -344,6 +372,22 @@ def _parser() -> argparse.ArgumentParser:
     turn.add_argument("--json", action="store_true", help="print the daemon's JSON answer")
     turn.set_defaults(run=_turn)
 
+    checkpoint = commands.add_parser(
+        "checkpoint",
+        help="take, list, compare or rewind to checkpoints of a mount's tree",
+        description=CHECKPOINT_DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        usage="mountd checkpoint [list|diff|rewind|prune] MOUNTPOINT [ARG...] [options]",
+    )
+    checkpoint.add_argument("words", nargs="+", metavar="WORD", help=argparse.SUPPRESS)
+    checkpoint.add_argument("--label", metavar="L", help="with a new checkpoint: its label")
+    checkpoint.add_argument(
+        "--keep", metavar="K", type=int, help="with prune: the unlabelled checkpoints to keep"
+    )
+    checkpoint.add_argument("--json", action="store_true", help="print the daemon's JSON answer")
+    checkpoint.set_defaults(run=_checkpoint)
+
     for name, help_text in (
         ("changes", "list what a mount's copy-on-write tree changed"),
         ("diff", "print the diff of a mount's copy-on-write tree"),
@@ -533,7 +577,9 @@ def _mount_in_foreground(args: argparse.Namespace, mountpoint: str, source: Sour
         if not isinstance(fs, TurnRoot):  # (a factory's TurnRoot is served as it is)
             fs = audited_fs(fs, audit)
         if source.turns and not isinstance(fs, TurnRoot):
-            fs = root = turn_root(fs)
+            from ._control import DEFAULT_KEEP_CHECKPOINTS
+
+            fs = root = turn_root(fs, keep_checkpoints=DEFAULT_KEEP_CHECKPOINTS)
             audit.turn_source = lambda: None if root.turn is None else root.turn.number
         served = await serve_until_signalled(
             fs,
@@ -750,7 +796,10 @@ def _turn_text(action: str, path: str, reply: dict[str, Any]) -> str:
         turn = reply["turn"]
         return f"mountd: turn {turn['number']} began on {path} (spills from {turn['cwd']})"
     if action == "end":
-        return f"mountd: turn {reply['turn']['number']} ended on {path}; /tmp is empty"
+        text = f"mountd: turn {reply['turn']['number']} ended on {path}; /tmp is empty"
+        if reply.get("checkpoint"):
+            text += f"; checkpoint {reply['checkpoint']['number']}"
+        return text
     if action == "changes":
         lines = [
             f"{c['path']}  {','.join(c['kinds'])}  via {','.join(c['via'])}"
@@ -768,7 +817,105 @@ def _turn_text(action: str, path: str, reply: dict[str, Any]) -> str:
         else f"{path}  no active turn ({reply.get('turns_begun', 0)} so far)"
     )
     tmp = reply.get("tmp", [])
-    return head + "\n  /tmp: " + (" ".join(tmp) if tmp else "empty")
+    return head + "\n  /tmp: " + (" ".join(tmp) if tmp else "empty") + _checkpoints_text(reply)
+
+
+def _checkpoints_text(reply: dict[str, Any]) -> str:
+    kept = reply.get("checkpoints")
+    if not kept or not kept["kept"]:
+        return ""
+    last = kept["last"]
+    tail = "" if last is None else f", last {_checkpoint_line(last).strip()}"
+    return f"\n  checkpoints: {kept['kept']} kept{tail}"
+
+
+# --- checkpoints -----------------------------------------------------------------------------
+
+
+def _checkpoint(args: argparse.Namespace) -> int:
+    from . import _control as control
+
+    words = list(args.words)
+    action = words.pop(0) if words[0] in CHECKPOINT_ACTIONS else "take"
+    counts = {"take": (1, 1), "list": (1, 1), "diff": (2, 3), "rewind": (2, 2), "prune": (1, 1)}
+    if action == "fork":
+        raise UsageError(
+            "a daemon serves one mount: fork a checkpoint through the Python API (tree.fork(N)), "
+            "or rewind this mount to it"
+        )
+    low, high = counts[action]
+    if not low <= len(words) <= high:
+        usage = {
+            "take": "MOUNTPOINT [--label L]",
+            "list": "MOUNTPOINT",
+            "diff": "MOUNTPOINT A [B]",
+            "rewind": "MOUNTPOINT N",
+            "prune": "MOUNTPOINT [--keep K]",
+        }[action]
+        name = "" if action == "take" else action + " "
+        raise UsageError(f"usage: mountd checkpoint {name}{usage}")
+    if args.label is not None and action != "take":
+        raise UsageError("--label goes with taking a checkpoint only")
+    if args.keep is not None and action != "prune":
+        raise UsageError("--keep goes with `checkpoint prune` only")
+    path = registry.canonical(words[0])
+    numbers = [_checkpoint_number(word) for word in words[1:]]
+    payload: dict[str, Any] = {"op": "checkpoint", "action": action}
+    if action == "take" and args.label is not None:
+        payload["label"] = args.label
+    elif action == "diff":
+        payload["a"] = numbers[0]
+        payload["b"] = numbers[1] if len(numbers) > 1 else None
+    elif action == "rewind":
+        payload["number"] = numbers[0]
+    elif action == "prune" and args.keep is not None:
+        payload["keep"] = args.keep
+    try:
+        reply = control.request(path, payload, timeout=COW_TIMEOUT)
+    except control.ControlError as error:
+        raise Failure(str(error)) from None
+    if not reply.get("ok"):
+        raise Failure(str(reply.get("error", "the daemon refused the request")))
+    if args.json:
+        print(json.dumps(reply, indent=2))
+    elif action == "diff":
+        text = reply["diff"]
+        sys.stdout.write(text if not text or text.endswith("\n") else text + "\n")
+    elif action == "list":
+        rows = reply["checkpoints"]
+        print("\n".join(_checkpoint_line(row) for row in rows) or "mountd: no checkpoints yet")
+    elif action == "take":
+        print(f"mountd: took checkpoint {_checkpoint_line(reply['checkpoint'])}")
+    elif action == "rewind":
+        number = reply["checkpoint"]["number"]
+        print(
+            f"mountd: {path} is checkpoint {number} again (`mountd checkpoint list {path}` "
+            "shows the state before it, kept as a checkpoint)"
+        )
+    else:
+        pruned = reply["pruned"]
+        print(
+            f"mountd: pruned checkpoint{'s' if len(pruned) != 1 else ''} "
+            + ", ".join(str(n) for n in pruned)
+            if pruned
+            else "mountd: nothing to prune"
+        )
+    return OK
+
+
+def _checkpoint_number(word: str) -> int:
+    if not word.isdigit() or int(word) < 1:
+        raise UsageError(f"a checkpoint number is 1 or more, not {word!r}")
+    return int(word)
+
+
+def _checkpoint_line(row: dict[str, Any]) -> str:
+    summary = row["summary"]
+    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(row["time"]))
+    turn = "-" if row["turn"] is None else str(row["turn"])
+    counts = f"A{summary['added']} M{summary['modified']} D{summary['deleted']}"
+    line = f"{row['number']:>4}  turn {turn:>3}  {when}  {counts} {summary['bytes']}B"
+    return line + (f"  {row['label']}" if row["label"] else "")
 
 
 # --- changes, diff, apply -----------------------------------------------------------------------
@@ -909,6 +1056,7 @@ def _status(args: argparse.Namespace) -> int:
                 "started": state.started if state is not None else None,
                 "counters": dict(state.counters) if state is not None else {},
                 "fsname": entry.source,
+                "checkpoints": _live_checkpoints(entry.mountpoint) if health == "live" else None,
             }
         )
     # Records of daemons that are gone and whose mount is gone too tell nothing; drop them.
@@ -936,6 +1084,19 @@ def _status(args: argparse.Namespace) -> int:
     return OK
 
 
+def _live_checkpoints(mountpoint: str) -> dict[str, Any] | None:
+    """What the daemon of a live mount says of its checkpoints (``None``: it keeps none, or
+    says nothing)."""
+    from . import _control as control
+
+    try:
+        reply = control.request(mountpoint, {"op": "status"}, timeout=2.0)
+    except control.ControlError:
+        return None
+    found = reply.get("checkpoints")
+    return found if isinstance(found, dict) else None
+
+
 def _status_text(row: dict[str, Any]) -> str:
     state = row["state"]
     head = f"{row['mountpoint']}  {state}"
@@ -955,6 +1116,8 @@ def _status_text(row: dict[str, Any]) -> str:
         lines.append(
             "  ops:  " + " ".join(f"{name}={count}" for name, count in sorted(counters.items()))
         )
+    if _checkpoints_text(row):
+        lines.append(_checkpoints_text(row)[1:])
     if state in ("dead", "hung"):
         why = "is gone" if state == "dead" else "does not answer"
         lines.append(f"  its daemon {why}; clear it with `mountd unmount {row['mountpoint']}`")

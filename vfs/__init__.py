@@ -17,6 +17,9 @@ Layout (every module but the public ones is private; its first line says what it
   ``_s3_cache`` its S3 one), ``_empty``, ``_local`` (the host disk as an agent's default);
 - composers: ``_union`` (trees at prefixes), ``_overlay`` (stacked layers), ``_cow`` with
   ``_cow_meta`` and ``_cow_changes`` (copy-on-write, its review and apply);
+- checkpoints: ``_checkpoints`` (records, retention, comparing two states), ``_frozen`` (the
+  frozen nodes a ``temp_fs`` shares between them), ``_cow_checkpoints`` (a cow's, in memory) and
+  ``_cow_durable`` (a cow's over a directory upper, on disk);
 - wrappers, all on ``_forward``'s verb table: ``_policy``, ``_audit``, ``_posix_view`` (the POSIX
   extension for any tree);
 - subpackages: :mod:`vfs.tools` (the file tools a model calls), :mod:`vfs.turns` (turns, scratch
@@ -26,6 +29,7 @@ Layout (every module but the public ones is private; its first line says what it
 import contextlib
 
 from ._audit import AuditEntry, AuditLog, audited_fs, read_audit_file
+from ._checkpoints import CheckpointNotFoundError
 from ._cow import CowFileSystem, cow_fs
 from ._cow_meta import CowConflictError, TreeChange
 from ._dir import dir_fs
@@ -59,6 +63,8 @@ from ._s3 import S3HostFiles
 from ._temp import temp_fs
 from ._types import (
     Change,
+    Checkpoint,
+    Checkpoints,
     DirEntry,
     FileInfo,
     FileSystem,
@@ -74,6 +80,7 @@ from ._types import (
     SearchResult,
     Special,
     StatsOpenFile,
+    Summary,
     Watchable,
     change_origin,
 )
@@ -84,6 +91,9 @@ __all__ = [
     "AuditEntry",
     "AuditLog",
     "Change",
+    "Checkpoint",
+    "CheckpointNotFoundError",
+    "Checkpoints",
     "CowConflictError",
     "CowFileSystem",
     "CrossMountError",
@@ -126,6 +136,7 @@ __all__ = [
     "SearchResult",
     "Special",
     "StatsOpenFile",
+    "Summary",
     "TreeChange",
     "Watchable",
     "WriteFailedError",

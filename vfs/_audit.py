@@ -17,7 +17,9 @@ several logs may share it).
 - every call that creates or changes something, once it returned or raised: ``write``,
   ``delete``, ``mkdir``, ``rmdir``, ``unlink``, ``rename``, ``setattr``, ``symlink``, ``mknod``,
   ``link``, and ``open`` when it may write (``write``/``create``/``truncate``; ``detail`` says
-  which). The entry's ``path`` is the call's first path, ``dest`` its second. Bytes written
+  which); and of the checkpoint verbs, ``checkpoint``, ``rewind`` (``detail``: ``to=N``) and
+  ``prune_checkpoints``, at ``/``. The entry's ``path`` is the call's first path, ``dest`` its
+  second. Bytes written
   through an open handle are not recorded one by one: the ``open`` that allowed them is.
 - every other call that a path policy refused (a :class:`vfs._policy.PolicyDeniedError` rising
   from the wrapped tree): reads of paths the policy hides.
@@ -44,7 +46,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ._forward import ForwardingTree, Verb
-from ._paths import normalize_path
+from ._paths import ROOT, normalize_path
 from ._policy import PolicyDeniedError
 from ._posix_view import posix_view
 from ._types import FileSystem
@@ -216,7 +218,7 @@ class AuditedFileSystem(ForwardingTree):
                 self.log.record(verb.name, error.path or verb.path_values(args)[0], "denied")
                 raise
         paths = verb.path_values(args)
-        path = normalize_path(paths[0])
+        path = normalize_path(paths[0]) if paths else ROOT  # (a checkpoint verb: the tree)
         dest = normalize_path(paths[1]) if len(paths) > 1 else None
         explain = _DETAILS.get(verb.name)
         detail = explain(args) if explain is not None else None
@@ -261,4 +263,7 @@ _DETAILS: dict[str, Callable[[tuple[Any, ...]], str | None]] = {
     "rename": _rename_detail,
     "symlink": lambda args: str(args[1]),  # the target
     "mknod": lambda args: str(args[1]),  # what it makes: fifo, socket, char, block
+    "checkpoint": lambda args: None if args[0] is None else f"label={args[0]}",
+    "rewind": lambda args: f"to={args[0]}",
+    "prune_checkpoints": lambda args: f"keep_last={args[0]}",
 }

@@ -51,7 +51,10 @@ Changes: the cow reports what it changes itself (whiteouts of lower entries), fo
 upper's changes (except muted ones and the reserved name), and forwards the lower's changes
 unless a whiteout hides them (a lower change under an unmodified path shows through).
 
-Changes as data (``changes``, ``diff``, ``apply``) live in ``vfs._cow_changes``.
+Changes as data (``changes``, ``diff``, ``apply``) live in ``vfs._cow_changes``. Checkpoints
+(:class:`vfs.Checkpoints`, offered per instance) live in ``vfs._cow_checkpoints`` over a
+``temp_fs`` upper and in ``vfs._cow_durable`` over any other given upper, which needs every
+upper change noted (``_from_upper`` does, muted copy-ups too).
 """
 
 from __future__ import annotations
@@ -73,14 +76,16 @@ from collections.abc import (
     Mapping,
 )
 from dataclasses import dataclass, replace
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 import anyio.lowlevel
 
 from ._capabilities import buffers_writes, list_info_of, list_reusing_of, make_link, make_node
+from ._checkpoints import History
 from ._clock import now_ns
 from ._content import encode_contents
+from ._cow_durable import Durable
 from ._cow_meta import META_PATH, RESERVED, CowMeta, Stamp, Touched, TreeChange
 from ._errors import (
     DirectoryNotEmptyError,
@@ -106,11 +111,12 @@ from ._paths import (
 from ._posix_view import posix_view
 from ._pushdown import refilled
 from ._resolve import drive, resolution
-from ._temp import temp_fs
+from ._temp import TempFileSystem, temp_fs
 from ._types import (
     MISSING,
     Change,
     ChangeCallback,
+    Checkpoint,
     DirEntry,
     DirListing,
     FileInfo,
@@ -135,6 +141,9 @@ _JOURNAL = RESERVED + "/meta.journal."  # + the record's "journal" number
 _JOURNAL_MIN = 1 << 16  # a journal may grow to the record's size, or this, before a rewrite
 _STAGE = RESERVED + "/stage"
 _CHUNK = 1 << 20
+
+if TYPE_CHECKING:
+    from ._cow_checkpoints import CowState
 
 _UPPER = 0
 _LOWER = 1
@@ -174,8 +183,10 @@ class CowFileSystem:
     __slots__ = (
         "_counter",
         "_dirs",
+        "_durable",
         "_epoch",
         "_generation",
+        "_history",
         "_journal",
         "_journal_size",
         "_lock_var",
@@ -192,7 +203,9 @@ class CowFileSystem:
         "_upper_tree",
     )
 
-    def __init__(self, lower: FileSystem, upper: FileSystem | None = None) -> None:
+    def __init__(
+        self, lower: FileSystem, upper: FileSystem | None = None, *, subscribe: bool = True
+    ) -> None:
         self._lower_tree = lower
         self._upper_tree: FileSystem = temp_fs() if upper is None else upper
         self._lower = posix_view(lower)
@@ -215,12 +228,40 @@ class CowFileSystem:
         self._counter = itertools.count()
         self._lower_files: dict[str, set[_LowerFile]] = {}  # path -> read handles on the lower
         self._epoch = 0  # bumped whenever a lower path is copied up or replaced (see open)
-        if isinstance(self._lower, Watchable):
+        if subscribe and isinstance(self._lower, Watchable):
             self._lower.watch(self._from_lower)
-        if isinstance(self._upper, Watchable):
+        if subscribe and isinstance(self._upper, Watchable):
             self._upper.watch(self._from_upper)
+        self._history: History[CowState] = History()
+        offered: dict[str, Callable[..., Any]] = {}
         if list_reusing_of(self._lower) or list_reusing_of(self._upper):
-            offer(self, {"list_info_reusing": CowFileSystem._list_info_reusing})
+            offered["list_info_reusing"] = CowFileSystem._list_info_reusing
+        self._durable: Durable | None = None
+        if isinstance(self._upper_tree, TempFileSystem):
+            offered.update(_CHECKPOINT_VERBS)
+        elif self._persist:
+            self._durable = Durable()
+            offered.update(_DURABLE_VERBS)
+        if offered:
+            offer(self, offered)
+
+    @classmethod
+    def _of_state(
+        cls,
+        lower: FileSystem,
+        upper: FileSystem,
+        meta: CowMeta,
+        *,
+        persist: bool = False,
+        subscribe: bool = True,
+    ) -> CowFileSystem:
+        """A cow over ``lower`` whose upper and record are these already (a checkpoint's: a fork,
+        or a read-only view of it, which subscribes to nothing)."""
+        cow = cls(lower, upper, subscribe=subscribe)
+        cow._meta = meta
+        cow._persist = persist
+        cow._ready = True
+        return cow
 
     def __repr__(self) -> str:
         return f"cow_fs({self._lower_tree!r}, {self._upper_tree!r})"
@@ -379,6 +420,8 @@ class CowFileSystem:
         return self._observers.subscribe(callback)
 
     def _from_upper(self, change: Change) -> Awaitable[None] | None:
+        if self._durable is not None and not is_under(change.path, RESERVED):
+            self._durable.dirty.add(change.path)  # copy-ups too: a checkpoint holds the upper
         if _muted.get() is self or is_under(change.path, RESERVED):
             return None
         return self._observers.notify(change)
@@ -1337,6 +1380,104 @@ class CowFileSystem:
             return (await self._locate(path, follow=True)).path
         except (FileNotFoundError, NotADirectoryError):
             return path  # a missing or non-directory step: nothing is reached beyond it
+
+
+async def _checkpoint(
+    self: CowFileSystem, label: str | None = None, *, turn: int | None = None
+) -> Checkpoint:
+    from . import _cow_checkpoints
+
+    return await _cow_checkpoints.checkpoint(self, label, turn)
+
+
+async def _checkpoints(self: CowFileSystem) -> builtins.list[Checkpoint]:
+    return self._history.listing()
+
+
+async def _checkpoint_changes(
+    self: CowFileSystem, a: int, b: int | None = None
+) -> builtins.list[TreeChange]:
+    from . import _cow_checkpoints
+
+    return await _cow_checkpoints.checkpoint_changes(self, a, b)
+
+
+async def _checkpoint_diff(self: CowFileSystem, a: int, b: int | None = None) -> str:
+    from . import _cow_checkpoints
+
+    return await _cow_checkpoints.checkpoint_diff(self, a, b)
+
+
+async def _rewind(self: CowFileSystem, number: int) -> Checkpoint:
+    from . import _cow_checkpoints
+
+    return await _cow_checkpoints.rewind(self, number)
+
+
+async def _fork(self: CowFileSystem, number: int) -> CowFileSystem:
+    from . import _cow_checkpoints
+
+    return await _cow_checkpoints.fork(self, number)
+
+
+async def _prune_checkpoints(self: CowFileSystem, keep_last: int) -> builtins.list[int]:
+    return self._history.prune(keep_last)
+
+
+# Offered over a temp_fs upper (vfs._cow_checkpoints): the Checkpoints capability.
+_CHECKPOINT_VERBS: dict[str, Callable[..., Any]] = {
+    "checkpoint": _checkpoint,
+    "checkpoints": _checkpoints,
+    "checkpoint_changes": _checkpoint_changes,
+    "checkpoint_diff": _checkpoint_diff,
+    "rewind": _rewind,
+    "fork": _fork,
+    "prune_checkpoints": _prune_checkpoints,
+}
+
+
+def _durable_verb(name: str) -> Callable[..., Any]:
+    async def verb(self: CowFileSystem, *args: Any, **kwargs: Any) -> Any:
+        from . import _cow_durable
+
+        return await getattr(_cow_durable, name)(self, *args, **kwargs)
+
+    verb.__name__ = verb.__qualname__ = name
+    return verb
+
+
+async def _durable_checkpoint(
+    self: CowFileSystem, label: str | None = None, *, turn: int | None = None
+) -> Checkpoint:
+    from . import _cow_durable
+
+    return await _cow_durable.checkpoint(self, label, turn)
+
+
+async def _durable_changes(
+    self: CowFileSystem, a: int, b: int | None = None
+) -> builtins.list[TreeChange]:
+    from . import _cow_durable
+
+    return await _cow_durable.checkpoint_changes(self, a, b)
+
+
+async def _durable_diff(self: CowFileSystem, a: int, b: int | None = None) -> str:
+    from . import _cow_durable
+
+    return await _cow_durable.checkpoint_diff(self, a, b)
+
+
+# Offered over any other given upper (a host directory's: vfs._cow_durable).
+_DURABLE_VERBS: dict[str, Callable[..., Any]] = {
+    "checkpoint": _durable_checkpoint,
+    "checkpoints": _durable_verb("checkpoints"),
+    "checkpoint_changes": _durable_changes,
+    "checkpoint_diff": _durable_diff,
+    "rewind": _durable_verb("rewind"),
+    "fork": _durable_verb("fork"),
+    "prune_checkpoints": _durable_verb("prune"),
+}
 
 
 def _unlinked(info: FileInfo) -> FileInfo:

@@ -128,7 +128,7 @@ async def compute_changes(cow: CowFileSystem) -> list[TreeChange]:
         info = uppers[path]
         old = await lower.lstat(path)
         if old.exists and old.kind == info.kind:
-            if info.kind != "directory" and not await _same_content(upper, path, lower, path, info):
+            if info.kind != "directory" and not await same_content(upper, path, lower, path, info):
                 found.append(TreeChange(path, "modified", info.kind))
             elif info.mode is not None and old.mode is not None and info.mode != old.mode:
                 found.append(TreeChange(path, "mode_changed", info.kind))
@@ -179,7 +179,7 @@ async def _walk(
             await _walk(tree, entry.path, into, skip=skip)
 
 
-async def _same_content(
+async def same_content(
     a: PosixFileSystem, a_path: str, b: PosixFileSystem, b_path: str, info: FileInfo
 ) -> bool:
     if info.kind == "symlink":
@@ -218,8 +218,14 @@ async def _digest(tree: PosixFileSystem, path: str, kind: Kind) -> str:
 
 
 async def render_diff(cow: CowFileSystem, changes: list[TreeChange]) -> str:
-    upper = cow._upper
-    lower = cow._lower
+    return await render_between(cow._lower, cow._upper, changes)
+
+
+async def render_between(
+    lower: PosixFileSystem, upper: PosixFileSystem, changes: list[TreeChange]
+) -> str:
+    """The git-style diff of ``changes``: from what ``lower`` holds at each change's old path
+    to what ``upper`` holds at its path (two states of one tree, or a cow's two layers)."""
     parts: list[str] = []
     for change in changes:
         old_path = change.old_path or change.path
@@ -454,7 +460,7 @@ async def _check(
             return
         if now.kind == kind == "directory":
             return
-        if now.kind == kind and await _same_content(cow._upper, path, dest, path, now):
+        if now.kind == kind and await same_content(cow._upper, path, dest, path, now):
             return
         conflicts[path] = EXISTS_IN_TARGET
 
@@ -651,7 +657,7 @@ async def _forget_applied(cow: CowFileSystem, changes: list[TreeChange]) -> None
                 continue
             await upper.rmdir(path)
         else:
-            if not await _same_content(upper, path, lower, path, up):
+            if not await same_content(upper, path, lower, path, up):
                 continue
             await upper.unlink(path)
         meta.origins.pop(path, None)

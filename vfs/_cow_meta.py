@@ -46,6 +46,7 @@ import builtins
 import errno
 import json
 from collections.abc import Iterable, Iterator, MutableMapping, MutableSet
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
@@ -152,6 +153,7 @@ class CowRefusedError(PathError, builtins.PermissionError):
 
 Section = Literal["hidden", "bases", "origins", "times"]
 V = TypeVar("V")
+S = TypeVar("S")
 
 
 class _Noted:
@@ -215,6 +217,10 @@ class _Paths(_Noted, MutableSet[str]):
         self._data: set[str] = set()
         self._dirty = dirty
 
+    @classmethod
+    def _from_iterable(cls, paths: Iterable[S]) -> AbstractSet[S]:
+        return set(paths)  # what ``^``, ``&``, ``|`` and ``-`` make: a plain set, noted nowhere
+
     def add(self, path: str) -> None:
         self._data.add(path)
         self._dirty.add(("hidden", path))
@@ -261,6 +267,25 @@ class CowMeta:
 
     def __repr__(self) -> str:
         return f"CowMeta(hidden={sorted(self.hidden)}, origins={self.origins})"
+
+    def copy(self) -> CowMeta:
+        """An independent copy (its values are frozen, so the containers are all it copies)."""
+        meta = CowMeta()
+        for path in self.hidden:
+            meta.hidden.add(path)
+        meta.bases.update(self.bases)
+        meta.origins.update(self.origins)
+        meta.times.update(self.times)
+        meta.dirty.clear()
+        return meta
+
+    def same_as(self, other: CowMeta) -> bool:
+        return (self.hidden, self.bases, self.origins, self.times) == (
+            other.hidden,
+            other.bases,
+            other.origins,
+            other.times,
+        )
 
     # -- decisions --------------------------------------------------------------------------
 

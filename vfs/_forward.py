@@ -51,6 +51,7 @@ from typing import Any, ClassVar, Literal, TypeVar
 from ._merge import aclose
 from ._types import (
     BuffersWrites,
+    Checkpoints,
     FileSystem,
     ListsReusing,
     ListsWithInfo,
@@ -326,6 +327,14 @@ TREE_VERBS: tuple[Verb, ...] = (
         optional=True,
     ),
     Verb("read_bytes", ReadsBytes, "reads", (PathArg("path", follows=True),), optional=True),
+    # Checkpoints: of the whole tree, so no path (an audit records them at "/").
+    Verb("checkpoint", Checkpoints, "changes", optional=True),
+    Verb("checkpoints", Checkpoints, "reads", optional=True),
+    Verb("checkpoint_changes", Checkpoints, "reads", optional=True),
+    Verb("checkpoint_diff", Checkpoints, "reads", optional=True),
+    Verb("rewind", Checkpoints, "changes", optional=True),
+    Verb("fork", Checkpoints, "reads", optional=True),
+    Verb("prune_checkpoints", Checkpoints, "changes", optional=True),
     Verb("watch", Watchable, "reads", shape="sync", optional=True),
     Verb("buffers_writes", BuffersWrites, "reads", shape="value", optional=True),
 )

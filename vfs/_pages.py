@@ -17,6 +17,12 @@ Every ``Pages`` of a tree counts what it stores in the tree's :class:`Usage`; a 
 take the total past its ``limit`` raises :class:`NoSpace` before it changes anything, and a
 ``Pages`` the tree lets go of (a file removed and closed, or rewritten whole) gives its bytes back
 when it is freed.
+
+Sharing (checkpoints): :meth:`Pages.freeze` answers a frozen copy that shares every page with
+this one; from then on both treat those pages as shared (``_owned`` says which pages this
+``Pages`` may change in place), so the first write to a shared page copies that one page, never
+the file. :meth:`Pages.thaw` makes a live ``Pages`` of a frozen one the same way. A frozen
+``Pages`` is never written and counts in no usage.
 """
 
 from __future__ import annotations
@@ -44,7 +50,7 @@ class Usage:
 class Pages:
     """The bytes of one file (see the module docstring)."""
 
-    __slots__ = ("_pages", "_stored", "_usage", "size")
+    __slots__ = ("_owned", "_pages", "_stored", "_usage", "size")
 
     def __init__(
         self, data: bytes | bytearray | memoryview = b"", usage: Usage | None = None
@@ -53,6 +59,8 @@ class Pages:
         self._stored = 0
         self._usage = usage
         self.size = 0
+        # The pages this one may change in place; None: all of them (it never shared any).
+        self._owned: set[int] | None = None
         if data:
             self.write(0, data)
 
@@ -62,6 +70,31 @@ class Pages:
 
     def __len__(self) -> int:
         return self.size
+
+    def freeze(self) -> Pages:
+        """A frozen copy sharing every page (see the module docstring): O(pages), no bytes."""
+        frozen = Pages.__new__(Pages)
+        frozen._pages = dict(self._pages)
+        frozen._stored = self._stored
+        frozen._usage = None
+        frozen.size = self.size
+        frozen._owned = set()
+        self._owned = set()
+        return frozen
+
+    def thaw(self, usage: Usage | None) -> Pages:
+        """A live copy of this frozen ``Pages`` sharing its pages, counted in ``usage`` (past
+        its limit too: the pages are in memory already, held by the frozen one)."""
+        live = self.freeze()
+        live._usage = usage
+        if usage is not None:
+            usage.used += live._stored
+        return live
+
+    def page_ids(self) -> Iterator[tuple[int, int]]:
+        """``(id, bytes)`` of every stored page (what a checkpoint shares, by identity)."""
+        for page in self._pages.values():
+            yield id(page), len(page)
 
     def blocks(self) -> int:
         """512-byte blocks of the pages stored (holes cost none)."""
@@ -111,10 +144,15 @@ class Pages:
         self._stored += growth
         done = 0
         index = offset // PAGE_SIZE
+        owned = self._owned
         while done < length:
             start = (offset + done) - index * PAGE_SIZE
             take = min(PAGE_SIZE - start, length - done)
             page = pages.get(index)
+            if owned is not None and index not in owned:
+                owned.add(index)
+                if page is not None:  # shared with a checkpoint: copy this page only
+                    page = pages[index] = bytearray(page)
             if page is None:
                 page = pages[index] = bytearray(start) if start else bytearray()
             elif len(page) < start:
@@ -145,6 +183,10 @@ class Pages:
             page = self._pages.get(keep - 1) if size else None
             if page is not None and len(page) > tail:
                 self._stored -= len(page) - tail
+                owned = self._owned
+                if owned is not None and keep - 1 not in owned:
+                    owned.add(keep - 1)
+                    page = self._pages[keep - 1] = bytearray(page)
                 del page[tail:]
             if self._usage is not None:
                 self._usage.used -= before - self._stored

@@ -38,6 +38,17 @@ kernel's coarse clock (``vfs._clock``), as tmpfs's do, so through a mount they n
 backwards against the times the kernel stamps itself. Sizes above ``max_file_size``
 raise ``FileTooLargeError``; a growth larger than the memory available raises ``ENOSPC``.
 
+Checkpoints (``vfs._frozen``, :class:`vfs.Checkpoints`): each node keeps the frozen node last
+built for it (``frozen``) until it changes; :meth:`_Node.modified` / :meth:`_Node.changed` drop it
+and those of the directories above every name of the node (a node without one has none above
+it), so :meth:`TempFileSystem.frozen_root` rebuilds only the directories that hold a change, and a
+file's pages are shared with the checkpoint until each is first written again. A tree made from a
+checkpoint (a fork, a view for a diff) thaws lazily: a thawed directory's ``children`` slot is
+unset until first read (``_Dir.__getattr__`` thaws them), except where hard links are, which are
+thawed together so one node gets all its names. :meth:`TempFileSystem.restore` (a rewind) walks
+the live tree beside the frozen states, replacing only the entries that differ with new nodes
+(an open file keeps its node) and keeping every directory that is in both.
+
 Speed: ``stat`` is the hottest call under a mount, and building a frozen :class:`FileInfo` costs
 more than resolving the path, so each node caches the last one it answered. Every change to what
 a FileInfo shows goes through :meth:`_Node.modified` / :meth:`_Node.changed` (or clears ``info``
@@ -46,6 +57,7 @@ itself), which drop the cache.
 
 from __future__ import annotations
 
+import builtins
 import errno
 import itertools
 import os
@@ -55,8 +67,11 @@ from typing import ClassVar
 
 import anyio.lowlevel
 
+from ._checkpoints import BEFORE_REWIND, History, changes_between, outermost, tally
 from ._clock import now_ns
 from ._content import decode_contents, encode_contents, is_image_path
+from ._cow_changes import render_between
+from ._cow_meta import TreeChange
 from ._errors import (
     DirectoryNotEmptyError,
     FileExistsError,
@@ -65,6 +80,15 @@ from ._errors import (
     IsADirectoryError,
     NotADirectoryError,
     PathError,
+)
+from ._frozen import (
+    FrozenDir,
+    FrozenFile,
+    FrozenNode,
+    FrozenSymlink,
+    differences,
+    frozen_kind,
+    frozen_size,
 )
 from ._match import LineGrep, compile_glob, compile_grep, compile_grep_glob
 from ._pages import NoSpace, Pages, Usage
@@ -75,6 +99,7 @@ from ._types import (
     SPECIAL_TYPE_BITS,
     ChangeCallback,
     ChangeKind,
+    Checkpoint,
     DirEntry,
     DirListing,
     FileInfo,
@@ -85,6 +110,7 @@ from ._types import (
     SearchQuery,
     SearchResult,
     Special,
+    Summary,
     dir_listing,
 )
 from ._walk import glob_start
@@ -106,6 +132,7 @@ class _Node:
     __slots__ = (
         "atime_ns",
         "ctime_ns",
+        "frozen",
         "gid",
         "info",
         "mode",
@@ -131,6 +158,9 @@ class _Node:
         self.serial = 0
         # The FileInfo last built for this node; every change to what it shows clears it.
         self.info: FileInfo | None = None
+        # The frozen node last built for it (a checkpoint); every change clears it, and its
+        # ancestors' (see vfs._frozen): a node without one has none above it either.
+        self.frozen: FrozenNode | None = None
 
     def names(self) -> list[tuple[_Dir, str]]:
         """Every ``(directory, name)`` this node is linked as (none once detached)."""
@@ -141,11 +171,37 @@ class _Node:
         """The contents (or entries) changed."""
         self.mtime_ns = self.ctime_ns = now
         self.info = None
+        if self.frozen is not None:
+            self.thaw_up()
 
     def changed(self, now: int) -> None:
         """The inode changed (metadata, links) but not its contents."""
         self.ctime_ns = now
         self.info = None
+        if self.frozen is not None:
+            self.thaw_up()
+
+    def thaw_up(self) -> None:
+        """Drop the frozen node of this node and of every directory above each of its names,
+        noting in each directory which of its names changed (see :meth:`_Dir.note`)."""
+        if isinstance(self, _Dir):
+            self.was = _frozen_dir(self.frozen)
+        self.frozen = None
+        for directory, name in self.names():
+            directory.dirty.add(name)
+            current = directory
+            while current.frozen is not None:
+                current.was = _frozen_dir(current.frozen)
+                current.frozen = None
+                parent = current.parent
+                if parent is None:
+                    break
+                parent.dirty.add(current.name)
+                current = parent
+
+
+def _frozen_dir(frozen: FrozenNode | None) -> FrozenDir | None:
+    return frozen if isinstance(frozen, FrozenDir) else None
 
 
 class _File(_Node):
@@ -182,20 +238,58 @@ class _Symlink(_Node):
 
 
 class _Dir(_Node):
-    __slots__ = ("_listing", "_order", "children", "subdirs")
+    __slots__ = ("_listing", "_order", "_source", "children", "dirty", "subdirs", "was")
     kind = "directory"
 
     def __init__(self, mode: int, uid: int, gid: int, now: int) -> None:
         super().__init__(mode, uid, gid, now)
         self.children: dict[str, _Node] = {}
         self.subdirs = 0
+        # Since ``frozen`` was dropped: the frozen node it was (None: never frozen, or rebuilt)
+        # and the names whose entries changed since, so freezing again copies ``was``'s
+        # children and rebuilds only those (O(changed), not O(entries)).
+        self.was: FrozenDir | None = None
+        self.dirty: set[str] = set()
         self._listing: list[tuple[str, _Node]] | None = None
         self._order: list[tuple[str, _Node, _Dir | None]] | None = None
+        # A directory thawed from a checkpoint gets its children when first asked for them
+        # (``children`` unset until then): the frozen directory and the usage to count in.
+        self._source: tuple[FrozenDir, Usage | None] | None = None
+
+    def __getattr__(self, name: str) -> dict[str, _Node]:
+        # Only an unset slot reaches here: ``children`` of a directory thawed lazily.
+        if name == "children" and self._source is not None:
+            return self.materialize({})
+        raise AttributeError(name)
+
+    def materialize(self, memo: dict[int, _Node]) -> dict[str, _Node]:
+        """Thaw the children of a directory thawed lazily (``memo``: the linked nodes thawed
+        so far, by frozen node, so that a hard-linked file gets all its names back)."""
+        source = self._source
+        assert source is not None
+        frozen, usage = source
+        self._source = None
+        children: dict[str, _Node] = {}
+        self.children = children
+        for name, child in frozen.children.items():
+            node = memo.get(id(child)) if child.linked else None
+            if node is None:
+                node = _thawed(child, usage, memo)
+            children[name] = node
+            if node.parent is None:
+                node.parent = self
+                node.name = name
+            elif node.others is None:
+                node.others = [(self, name)]
+            else:
+                node.others.append((self, name))
+        return children
 
     def add(self, name: str, node: _Node, now: int) -> None:
         """Link ``node`` as ``name`` (a further name when it has one already: a hard link);
         the caller has removed any previous entry of that name."""
         self.children[name] = node
+        self.dirty.add(name)
         if node.parent is None:
             node.parent = self
             node.name = name
@@ -212,6 +306,7 @@ class _Dir(_Node):
     def remove(self, name: str, now: int) -> _Node:
         """Unlink ``name``; a node with further names keeps them (one takes the first place)."""
         node = self.children.pop(name)
+        self.dirty.add(name)
         others = node.others
         if node.parent is self and node.name == name:
             if others:
@@ -323,6 +418,110 @@ def _accessed(node: _Node) -> None:
         node.info = None
 
 
+def _freeze(node: _Node) -> FrozenNode:
+    """The frozen node of ``node`` now: the one it keeps when unchanged, else built from the
+    frozen nodes of its children (see vfs._frozen)."""
+    frozen = node.frozen
+    if frozen is not None:
+        return frozen
+    times = (node.mode, node.uid, node.gid, node.atime_ns, node.mtime_ns, node.ctime_ns)
+    if isinstance(node, _Dir):
+        live = node.children
+        was = node.was
+        children: dict[str, FrozenNode]
+        if was is None:
+            children = {name: child.frozen or _freeze(child) for name, child in live.items()}
+            linked = any(child.linked for child in children.values())
+        else:  # only the names that changed (see _Dir.was)
+            children = dict(was.children)
+            for name in node.dirty:
+                child = live.get(name)
+                if child is None:
+                    children.pop(name, None)
+                else:
+                    children[name] = child.frozen or _freeze(child)
+            if was.linked:
+                linked = any(child.linked for child in children.values())
+            else:
+                linked = any(children[name].linked for name in node.dirty if name in children)
+        node.was = None
+        node.dirty = set()
+        frozen = FrozenDir(*times, node.serial, linked, children, node.subdirs)
+    elif isinstance(node, _Special):
+        frozen = FrozenFile(
+            *times, node.serial, node.others is not None, node.data, node.special, node.rdev
+        )
+    elif isinstance(node, _File):
+        frozen = FrozenFile(
+            *times, node.serial, node.others is not None, node.data.freeze(), None, 0
+        )
+    else:
+        assert isinstance(node, _Symlink)
+        frozen = FrozenSymlink(*times, node.serial, node.others is not None, node.target)
+    node.frozen = frozen
+    return frozen
+
+
+def _thawed(frozen: FrozenNode, usage: Usage | None, memo: dict[int, _Node]) -> _Node:
+    """A new live node showing ``frozen``: a directory's children are thawed when first
+    reached, except where hard links are (their names are found together, through ``memo``)."""
+    node: _Node
+    if isinstance(frozen, FrozenDir):
+        directory = _Dir(frozen.mode, frozen.uid, frozen.gid, 0)
+        del directory.children
+        directory.subdirs = frozen.subdirs
+        directory._source = (frozen, usage)
+        node = directory
+    elif isinstance(frozen, FrozenFile):
+        if frozen.special is not None:
+            node = _Special(frozen.mode, frozen.uid, frozen.gid, 0, frozen.special, frozen.rdev)
+        else:
+            node = _File(frozen.mode, frozen.uid, frozen.gid, 0, frozen.data.thaw(usage))
+    else:
+        assert isinstance(frozen, FrozenSymlink)
+        node = _Symlink(frozen.uid, frozen.gid, 0, frozen.target)
+        node.mode = frozen.mode
+    node.atime_ns, node.mtime_ns, node.ctime_ns = frozen.atime_ns, frozen.mtime_ns, frozen.ctime_ns
+    node.serial = frozen.serial
+    node.frozen = frozen
+    if frozen.linked:
+        if isinstance(node, _Dir):
+            node.materialize(memo)
+        else:
+            memo[id(frozen)] = node
+    return node
+
+
+def _keep_linked(live: _Dir, current: FrozenDir, target: FrozenDir, memo: dict[int, _Node]) -> None:
+    """Put in ``memo`` every hard-linked live node a restore keeps where it is (the same frozen
+    node in both states), so that its names elsewhere in ``target`` name it too."""
+    for name, now in current.children.items():
+        if not now.linked:
+            continue
+        then = target.children.get(name)
+        node = live.children[name]
+        if now is then:
+            if isinstance(node, _Dir):
+                for child in _linked_beneath(node):
+                    assert child.frozen is not None
+                    memo[id(child.frozen)] = child
+            else:
+                memo[id(now)] = node
+        elif isinstance(now, FrozenDir) and isinstance(then, FrozenDir):
+            assert isinstance(node, _Dir)
+            _keep_linked(node, now, then, memo)
+
+
+def _linked_beneath(directory: _Dir) -> Iterator[_Node]:
+    for child in directory.children.values():
+        frozen = child.frozen
+        if frozen is not None and frozen.linked:
+            if isinstance(child, _Dir):
+                yield from _linked_beneath(child)
+            else:
+                yield child
+
+
 def _within(node: _Dir, ancestor: _Dir) -> bool:
     """Whether ``node`` is ``ancestor`` or lies beneath it."""
     current: _Dir | None = node
@@ -379,6 +578,7 @@ class TempFileSystem:
         self._root = _Dir(0o755, self._uid, self._gid, now_ns())
         self._observers = Observers()
         self._grep_files_read = 0  # files grep has looked into (tests prove early stop with it)
+        self._history: History[FrozenDir] = History()
         for path, contents in (files or {}).items():
             self._write(normalize_path(path), encode_contents(contents))
 
@@ -954,10 +1154,157 @@ class TempFileSystem:
             raise PathError(path, errno=errno.EINVAL)
         return node.target
 
+    # -- Checkpoints ------------------------------------------------------------------------
+
+    def frozen_root(self) -> FrozenDir:
+        """The tree's state now, frozen: O(changed since the last time it was asked)."""
+        root = _freeze(self._root)
+        assert isinstance(root, FrozenDir)
+        return root
+
+    def state_tree(self, state: FrozenDir) -> TempFileSystem:
+        """A new tree (this one's owner and limits) holding ``state``, in O(1): its nodes are
+        thawed as they are reached, its files share their pages with ``state``."""
+        limit = self._usage.limit
+        tree = TempFileSystem(
+            uid=self._uid, gid=self._gid, max_file_size=self._max_file_size, max_bytes=limit
+        )
+        tree._usage.limit = limit
+        root = _thawed(state, tree._usage, {})
+        assert isinstance(root, _Dir)
+        tree._root = root
+        return tree
+
+    async def checkpoint(self, label: str | None = None, *, turn: int | None = None) -> Checkpoint:
+        state = self.frozen_root()
+        return self._history.add(
+            state, summary_of(self._history.last(), state), label=label, turn=turn
+        )
+
+    async def checkpoints(self) -> builtins.list[Checkpoint]:
+        return self._history.listing()
+
+    async def prune_checkpoints(self, keep_last: int) -> builtins.list[int]:
+        return self._history.prune(keep_last)
+
+    async def checkpoint_changes(self, a: int, b: int | None = None) -> builtins.list[TreeChange]:
+        old, new, new_tree = self._states(a, b)
+        paths = [path for path, _, _ in differences(old, new)]
+        return await changes_between(self.state_tree(old), new_tree, paths)
+
+    async def checkpoint_diff(self, a: int, b: int | None = None) -> str:
+        old, new, new_tree = self._states(a, b)
+        paths = [path for path, _, _ in differences(old, new)]
+        old_tree = self.state_tree(old)
+        return await render_between(
+            old_tree, new_tree, await changes_between(old_tree, new_tree, paths)
+        )
+
+    def _states(self, a: int, b: int | None) -> tuple[FrozenDir, FrozenDir, TempFileSystem]:
+        old = self._history.state(a)
+        if b is None:
+            return old, self.frozen_root(), self
+        new = self._history.state(b)
+        return old, new, self.state_tree(new)
+
+    async def rewind(self, number: int) -> Checkpoint:
+        target = self._history.state(number)
+        await self.record_before_rewind(number)
+        entries, metadata = self.restore(target)
+        await self.report_restore(entries, metadata)
+        return self._history.record(number)
+
+    async def record_before_rewind(self, number: int) -> None:
+        """Record the state now unless a kept checkpoint holds it (see vfs._checkpoints)."""
+        state = self.frozen_root()
+        if self._history.holding(lambda kept: kept is state) is None:
+            label = BEFORE_REWIND.format(number=number)
+            self._history.add(state, summary_of(self._history.last(), state), label=label)
+
+    async def fork(self, number: int) -> TempFileSystem:
+        state = self._history.state(number)
+        tree = self.state_tree(state)
+        tree._history.add(state, self._history.record(number).summary, label=f"fork of {number}")
+        return tree
+
+    def restore(self, target: FrozenDir) -> tuple[builtins.list[str], builtins.list[str]]:
+        """Make the live tree ``target`` in one step, changing only where the two differ:
+        replaced entries are new nodes (an open file keeps the old one), directories in both
+        stay the same nodes. Answers the paths whose entry changed and the directories whose
+        attributes did, for :meth:`report_restore`."""
+        current = self.frozen_root()
+        memo: dict[int, _Node] = {}
+        _keep_linked(self._root, current, target, memo)
+        entries: builtins.list[str] = []
+        metadata: builtins.list[str] = []
+        self._restore_dir(self._root, ROOT, current, target, memo, entries, metadata)
+        return entries, metadata
+
+    def _restore_dir(
+        self,
+        live: _Dir,
+        path: str,
+        current: FrozenDir,
+        target: FrozenDir,
+        memo: dict[int, _Node],
+        entries: builtins.list[str],
+        metadata: builtins.list[str],
+    ) -> None:
+        if current is target:
+            return
+        now_children, then_children = current.children, target.children
+        # Only the names whose nodes differ (frozen nodes hash by identity).
+        for name in {name for name, _ in now_children.items() ^ then_children.items()}:
+            now, then = now_children.get(name), then_children.get(name)
+            child_path = join_path(path, name)
+            if isinstance(now, FrozenDir) and isinstance(then, FrozenDir):
+                child = live.children[name]
+                assert isinstance(child, _Dir)
+                self._restore_dir(child, child_path, now, then, memo, entries, metadata)
+                continue
+            if now is not None:
+                live.remove(name, 0)
+            if then is not None:
+                node = memo.get(id(then)) if then.linked else None
+                live.add(name, _thawed(then, self._usage, memo) if node is None else node, 0)
+            entries.append(child_path)
+        shown = (current.mode, current.uid, current.gid, current.mtime_ns, current.ctime_ns)
+        if shown != (target.mode, target.uid, target.gid, target.mtime_ns, target.ctime_ns):
+            metadata.append(path)
+        live.mode, live.uid, live.gid = target.mode, target.uid, target.gid
+        live.atime_ns, live.mtime_ns = target.atime_ns, target.mtime_ns
+        live.ctime_ns = target.ctime_ns
+        live.info = None
+        live.frozen = target
+        live.was = None
+        live.dirty = set()
+
+    async def report_restore(
+        self, entries: builtins.list[str], metadata: builtins.list[str]
+    ) -> None:
+        """Tell the watchers what a :meth:`restore` changed: an ``entry`` change at each
+        outermost changed name, a ``metadata`` change at each other directory whose
+        attributes changed."""
+        if not self._observers:
+            return
+        for path in outermost(entries):
+            await self._observers.emit(path, "entry")
+        for path in metadata:
+            await self._observers.emit(path, "metadata")
+
     # -- Watchable --------------------------------------------------------------------------
 
     def watch(self, callback: ChangeCallback) -> Callable[[], None]:
         return self._observers.subscribe(callback)
+
+
+def summary_of(old: FrozenDir | None, new: FrozenDir) -> Summary:
+    """What changed from ``old`` (``None``: nothing) to ``new``, counted (vfs._checkpoints)."""
+    return tally(
+        (frozen_kind(then), frozen_kind(now), frozen_size(now))
+        for path, then, now in differences(old, new)
+        if path != ROOT
+    )
 
 
 class TempOpenFile:

@@ -26,7 +26,10 @@ import contextvars
 import stat
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from ._cow_meta import TreeChange
 
 Kind = Literal["file", "directory", "symlink", "missing"]
 
@@ -494,6 +497,75 @@ class StatsOpenFile(Protocol):
 
     async def stat(self) -> FileInfo:
         """What ``lstat`` of the file answers now (``fstat``), whatever its names became."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    """What changed since the checkpoint before: entries added, modified and deleted (by
+    existence and kind: a file in both is counted as modified), and the bytes of the files
+    added or modified."""
+
+    added: int = 0
+    modified: int = 0
+    deleted: int = 0
+    bytes: int = 0
+
+    def __str__(self) -> str:
+        return f"A{self.added} M{self.modified} D{self.deleted} {self.bytes}B"
+
+
+@dataclass(frozen=True, slots=True)
+class Checkpoint:
+    """One recorded state of a tree (see :class:`Checkpoints`). ``time`` is seconds since the
+    epoch; ``turn`` the turn it ended, when a turn took it."""
+
+    number: int
+    turn: int | None
+    label: str | None
+    time: float
+    summary: Summary
+
+
+@runtime_checkable
+class Checkpoints(Protocol):
+    """A tree that records its state and can go back to it (optional; ``temp_fs``, and
+    ``cow_fs`` over a ``temp_fs`` upper). Numbers start at 1 and are never reused; an unknown
+    number raises :class:`vfs.CheckpointNotFoundError` (``ENOENT``)."""
+
+    async def checkpoint(self, label: str | None = None, *, turn: int | None = None) -> Checkpoint:
+        """Record the tree's state now. Costs what changed since the last checkpoint (frozen
+        nodes and file pages are shared between checkpoints), never the whole tree."""
+        ...
+
+    async def checkpoints(self) -> list[Checkpoint]:
+        """The checkpoints kept, oldest first."""
+        ...
+
+    async def checkpoint_changes(self, a: int, b: int | None = None) -> list[TreeChange]:
+        """How checkpoint ``b`` (``None``: the tree now) differs from checkpoint ``a``: the
+        change-as-data ``cow_fs.changes()`` gives (renames as an add and a delete)."""
+        ...
+
+    async def checkpoint_diff(self, a: int, b: int | None = None) -> str:
+        """The git-style diff of :meth:`checkpoint_changes`."""
+        ...
+
+    async def rewind(self, number: int) -> Checkpoint:
+        """Make the tree checkpoint ``number`` at once, first recording the state now unless a
+        kept checkpoint holds it (so a rewind can be undone); later checkpoints stay.
+        Open files keep the file they had, as after a rename over it. Answers the checkpoint
+        now shown."""
+        ...
+
+    async def fork(self, number: int) -> FileSystem:
+        """A new, independent tree starting at checkpoint ``number`` (over the same lower, for a
+        cow), sharing storage with this one; its own checkpoints start with that state."""
+        ...
+
+    async def prune_checkpoints(self, keep_last: int) -> list[int]:
+        """Forget every checkpoint but the labelled ones and the last ``keep_last``; answers the
+        numbers forgotten."""
         ...
 
 

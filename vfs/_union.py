@@ -48,6 +48,10 @@ takes new entries.
 Changes: the first ``watch`` subscribes the union to every watchable child (once, for the life of
 the union); a child's change is re-prefixed and forwarded with :meth:`Observers.notify`, keeping
 its origin. Changes under a path a deeper mount shadows are dropped.
+
+Checkpoints (:class:`vfs.Checkpoints`) are the tree mounted at ``/``'s, where it has them: the
+union offers them and forwards them there, and the trees mounted elsewhere (the scratch ``/tmp``
+of a turn root) are not checkpointed.
 """
 
 from __future__ import annotations
@@ -78,7 +82,7 @@ from ._errors import (
     NoMountError,
     PathError,
 )
-from ._forward import ForwardingFile, Verb, offer
+from ._forward import TREE_VERBS, ForwardingFile, Verb, offer
 from ._match import GlobPlan, compile_glob, compile_grep, compile_grep_glob
 from ._merge import (
     aclose,
@@ -106,6 +110,7 @@ from ._types import (
     MISSING,
     Change,
     ChangeCallback,
+    Checkpoints,
     DirEntry,
     DirListing,
     FileInfo,
@@ -184,6 +189,19 @@ def _rethrow(error: Exception, prefix: str) -> NoReturn:
             if add_note is not None:
                 add_note(f"(raised by the tree mounted at {prefix})")
     raise error
+
+
+CHECKPOINT_VERBS = tuple(verb.name for verb in TREE_VERBS if verb.protocol is Checkpoints)
+
+
+def _to_root(name: str) -> Callable[..., Any]:
+    """The union's ``name`` of :class:`vfs.Checkpoints`: the one of the tree at ``/``."""
+
+    async def forwarded(self: UnionFileSystem, *args: Any, **kwargs: Any) -> Any:
+        return await getattr(self._by_prefix[ROOT].view, name)(*args, **kwargs)
+
+    forwarded.__name__ = forwarded.__qualname__ = name
+    return forwarded
 
 
 async def _guarded(prefix: str, awaitable: Awaitable[T]) -> T:
@@ -327,8 +345,14 @@ class UnionFileSystem:
         }
         self._observers = Observers()
         self._subscribed = False
+        offered: dict[str, Callable[..., Any]] = {}
         if any(mount.list_reusing is not None for mount in self._mounts):
-            offer(self, {"list_info_reusing": UnionFileSystem._list_info_reusing})
+            offered["list_info_reusing"] = UnionFileSystem._list_info_reusing
+        root = self._by_prefix.get(ROOT)
+        if root is not None and isinstance(root.view, Checkpoints):
+            offered.update({name: _to_root(name) for name in CHECKPOINT_VERBS})
+        if offered:
+            offer(self, offered)
 
     def __repr__(self) -> str:
         inner = ", ".join(f"{m.prefix!r}: {m.fs!r}" for m in self._mounts)

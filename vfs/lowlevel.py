@@ -26,6 +26,7 @@ from ._dir import DirFileSystem
 from ._disk import guard_mountpoint, release_mountpoint
 from ._empty import EmptyFileSystem
 from ._forward import FILE_VERBS, TREE_VERBS, ForwardingFile, ForwardingTree, PathArg, Verb
+from ._frozen import FrozenDir, page_space
 from ._host import HostFileSystem
 from ._local import LocalFileSystem
 from ._mounts import MountEntry, parse_mountinfo, read_mountinfo
@@ -74,6 +75,7 @@ __all__ = [
     "EmptyFileSystem",
     "ForwardingFile",
     "ForwardingTree",
+    "FrozenDir",
     "HostFileSystem",
     "ListReusing",
     "LocalFileSystem",
@@ -106,6 +108,7 @@ __all__ = [
     "make_link",
     "make_node",
     "open_file_info",
+    "page_space",
     "parent_path",
     "parse_mountinfo",
     "read_mountinfo",

@@ -234,13 +234,15 @@ def cleared_afterwards(path: Path) -> Iterator[Path]:
     leaves nothing behind."""
     from mountd import _registry
 
-    yield path
-    canonical = _registry.canonical(path)
-    state = _registry.read_state(canonical)
-    if state is not None and _registry.process_alive(state.pid, state.pid_start):
-        os.kill(state.pid, signal.SIGKILL)
-    while _registry.mount_at(canonical) is not None:
-        _registry.detach(canonical)
+    try:
+        yield path
+    finally:
+        canonical = _registry.canonical(path)
+        state = _registry.read_state(canonical)
+        if state is not None and _registry.process_alive(state.pid, state.pid_start):
+            os.kill(state.pid, signal.SIGKILL)
+        while _registry.mount_at(canonical) is not None:
+            _registry.detach(canonical)
 
 
 # --- the child's side --------------------------------------------------------------------------

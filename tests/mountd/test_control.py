@@ -42,6 +42,7 @@ def test_turn_begin_end_status_and_changes(backend: str, tmp_path: Path) -> None
             "turns_begun": 0,
             "counters": {"lookup": 3},
             "tmp": [],
+            "checkpoints": {"kept": 0, "last": None},
         }
         begun = await controller.handle({"op": "turn", "action": "begin", "cwd": str(tmp_path)})
         assert begun["ok"] and begun["turn"]["number"] == 1 and begun["turn"]["active"]
@@ -62,6 +63,14 @@ def test_turn_begin_end_status_and_changes(backend: str, tmp_path: Path) -> None
         ]
         ended = await controller.handle({"op": "turn", "action": "end"})
         assert ended["ok"] and ended["turn"] == {**begun["turn"], "active": False}
+        assert ended["checkpoint"]["number"] == 1 and ended["checkpoint"]["turn"] == 1
+        # The first: everything is new in it; /tmp is no part of it.
+        assert ended["checkpoint"]["summary"] == {
+            "added": 1,
+            "modified": 0,
+            "deleted": 0,
+            "bytes": len("through the mount"),
+        }
         assert (await controller.handle({"op": "status"}))["tmp"] == []
         again = await controller.handle({"op": "turn", "action": "begin", "cwd": str(tmp_path)})
         assert again["turn"]["number"] == 2
@@ -77,7 +86,20 @@ def test_bad_requests_answer_errors(backend: str) -> None:
         controller = Controller(turn_root(vfs.temp_fs()), "/mnt")
         cases: list[tuple[Any, str]] = [
             ([], "a request is a JSON object with an 'op'"),
-            ({"op": "dance"}, "unknown op 'dance' (expected turn, status, changes, adopt or cow)"),
+            (
+                {"op": "dance"},
+                "unknown op 'dance' (expected turn, status, changes, adopt, cow or checkpoint)",
+            ),
+            ({"op": "checkpoint", "action": "rewind", "number": 9}, "no checkpoint 9"),
+            (
+                {"op": "checkpoint", "action": "rewind", "number": "1"},
+                "number is a checkpoint number, not '1'",
+            ),
+            ({"op": "checkpoint", "label": 3}, "a label is a non-empty string, not 3"),
+            (
+                {"op": "checkpoint", "action": "undo"},
+                "unknown checkpoint action 'undo' (expected take, list, diff, rewind or prune)",
+            ),
             (
                 {"op": "turn", "action": "pause"},
                 "unknown turn action 'pause' (expected begin or end)",

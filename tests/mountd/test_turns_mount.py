@@ -201,7 +201,9 @@ def test_the_default_mount_has_turns(mnt: Path, tmp_path: Path) -> None:
             "/tmp/work/out.txt",
         ]
         ended = mountd("turn", "end", str(mnt))
-        assert ended.stdout == f"mountd: turn 1 ended on {registry.canonical(mnt)}; /tmp is empty\n"
+        assert ended.stdout == (
+            f"mountd: turn 1 ended on {registry.canonical(mnt)}; /tmp is empty; checkpoint 1\n"
+        )
         assert ls(mnt / "tmp") == []
         assert not (mnt / "tmp" / "work" / "out.txt").exists()
         assert (mnt / "a.txt").read_text() == "host file\n"

@@ -139,6 +139,7 @@ POSIX_ERRORS = [
         errno.ESTALE,
         OSError,
     ),
+    (vfs.CheckpointNotFoundError(7), "no checkpoint 7", errno.ENOENT, OSError),
 ]
 
 

@@ -42,7 +42,7 @@ from .._types import FileSystem
 from .._union import union_fs
 from ..tools import Toolset, resolve_toolset
 from ._spill import SCRATCH, SpillScope
-from ._turn import Turn, open_turn
+from ._turn import Turn, checkpoint_turn, open_turn
 
 
 @dataclass(frozen=True)
@@ -79,7 +79,8 @@ class Session:
     is called with. ``cwd``: the harness's working directory, where native tools spill
     (``{cwd}/agent-tools``) and what the host default resolves relative paths against.
     ``toolset``: the agent's resolved allowlist (default: ``tools`` omitted), which decides the
-    ``/tmp`` scratch and the file tools ``toolset.bind(turn)`` gives.
+    ``/tmp`` scratch and the file tools ``toolset.bind(turn)`` gives. Where the root keeps
+    checkpoints (:class:`vfs.Checkpoints`), each turn's end takes one (``checkpoint_turns``).
     """
 
     def __init__(
@@ -89,6 +90,7 @@ class Session:
         *,
         cwd: str | os.PathLike[str],
         toolset: Toolset | None = None,
+        checkpoint_turns: bool = True,
     ) -> None:
         if root is not None and not isinstance(root, FileSystem) and not callable(root):
             raise TypeError(
@@ -110,6 +112,7 @@ class Session:
         self._handle: FileSystem | None = root if isinstance(root, FileSystem) else None
         self._turns = 0
         self._in_turn = False
+        self._checkpoint_turns = checkpoint_turns
 
     def __repr__(self) -> str:
         return f"Session({self.context.session_id!r}, turns={self._turns})"
@@ -168,6 +171,8 @@ class Session:
 
     async def _ended(self, turn: Turn) -> None:
         self._in_turn = False
+        if self._checkpoint_turns and self.overlay:
+            await checkpoint_turn(self._handle, turn, None)
 
     @asynccontextmanager
     async def turn(self) -> AsyncIterator[Turn]:

@@ -10,6 +10,8 @@ A :class:`Turn` is made by whoever binds turns (:class:`vfs.turns.Session` for a
 - ``scratch``: the tree mounted at ``/tmp`` (``None`` on the host-default path, which has none,
   and under a root whose allowlist keeps no web tool, which binds none).
 - ``spill_scope``: the harness ``cwd`` and the mode (:class:`vfs.turns.SpillScope`).
+- ``checkpoint``: the checkpoint the turn's end took of the tree it ran on (``None`` until then,
+  and for a tree that keeps none; :func:`checkpoint_turn`, which both binders call at the end).
 - a snapshot of ``{cwd}/agent-tools`` taken when the turn began: the names present then and the
   time. A file "written by the native tool this turn" is one whose name was not there at the
   start, that is a regular file (not a symlink) and whose mtime is not older than the turn (less
@@ -42,7 +44,7 @@ from typing import TypeVar
 
 import anyio
 
-from .._types import FileSystem
+from .._types import Checkpoint, Checkpoints, FileSystem
 from ..tools import Tool
 from ._spill import SpillScope, is_web_tool, rewrite_result, scratch_path, spill_references
 from ._tools import bind_turn_tools
@@ -95,6 +97,15 @@ async def open_turn(
     return Turn(root, scratch, scope, snapshot, number=number, on_end=on_end)
 
 
+async def checkpoint_turn(tree: FileSystem | None, turn: Turn, keep_last: int | None) -> None:
+    """A turn's end: a checkpoint of ``tree`` (where it keeps them) for ``turn``, then a prune
+    to the labelled ones and the last ``keep_last`` (``None``: keep all)."""
+    if isinstance(tree, Checkpoints):
+        turn.checkpoint = await tree.checkpoint(turn=turn.number)
+        if keep_last is not None:
+            await tree.prune_checkpoints(keep_last)
+
+
 class TurnEndedError(RuntimeError):
     """The turn has ended: its root and scratch are gone."""
 
@@ -121,6 +132,8 @@ class Turn:
         self._on_end = on_end
         self.number = number
         self.started = self._snapshot.started_ns / 1e9
+        # The checkpoint its end took of the tree it ran on (see checkpoint_turn).
+        self.checkpoint: Checkpoint | None = None
 
     def __repr__(self) -> str:
         state = "ended" if self._root is None else "active"

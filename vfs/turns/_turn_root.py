@@ -22,6 +22,10 @@ without one raise ``RuntimeError``. Between turns ``/tmp`` is still a writable, 
 (what ``mountd mount`` always served); ``begin_turn`` swaps it too, so a turn starts empty even if
 something wrote there in between. Files a process holds open in a swapped-out scratch keep
 working (they hold their node), as with an unlinked file.
+
+Checkpoints: the turn root has them where ``authored`` has them (a union's, so the scratch is
+never in one), and ending a turn takes one after ``/tmp`` is swapped out
+(:func:`vfs.turns._turn.checkpoint_turn`), unless told not to.
 """
 
 from __future__ import annotations
@@ -35,12 +39,17 @@ from .._types import Change, ChangeCallback, FileSystem
 from .._union import UnionFileSystem
 from .._watch import Observers
 from ._spill import SCRATCH, SpillScope
-from ._turn import Turn, open_turn
+from ._turn import Turn, checkpoint_turn, open_turn
 
 
-def turn_root(authored: FileSystem) -> TurnRoot:
-    """``authored`` with a per-turn ``/tmp`` scratch over its own ``/tmp`` (see the module)."""
-    return TurnRoot(authored)
+def turn_root(
+    authored: FileSystem, *, checkpoint_turns: bool = True, keep_checkpoints: int | None = None
+) -> TurnRoot:
+    """``authored`` with a per-turn ``/tmp`` scratch over its own ``/tmp`` (see the module).
+
+    Where ``authored`` keeps checkpoints, each turn's end takes one (``checkpoint_turns``) and
+    then keeps the labelled ones and the last ``keep_checkpoints`` (``None``: all)."""
+    return TurnRoot(authored, checkpoint_turns=checkpoint_turns, keep_checkpoints=keep_checkpoints)
 
 
 class _ScratchSlot(ForwardingTree):
@@ -89,15 +98,23 @@ class _ScratchSlot(ForwardingTree):
 class TurnRoot(UnionFileSystem):
     """``authored`` at ``/`` and the current turn's scratch at ``/tmp`` (see the module)."""
 
-    __slots__ = ("_authored", "_slot", "_turn", "_turns")
+    __slots__ = ("_authored", "_checkpoint_turns", "_keep", "_slot", "_turn", "_turns")
 
-    def __init__(self, authored: FileSystem) -> None:
+    def __init__(
+        self,
+        authored: FileSystem,
+        *,
+        checkpoint_turns: bool = True,
+        keep_checkpoints: int | None = None,
+    ) -> None:
         slot = _ScratchSlot()
         super().__init__({"/": authored, SCRATCH: slot})
         self._authored = authored
         self._slot = slot
         self._turn: Turn | None = None
         self._turns = 0
+        self._checkpoint_turns = checkpoint_turns
+        self._keep = keep_checkpoints
 
     def __repr__(self) -> str:
         return f"turn_root({self._authored!r})"
@@ -147,3 +164,5 @@ class TurnRoot(UnionFileSystem):
         if self._turn is turn:
             self._turn = None
             await self._slot.swap()
+            if self._checkpoint_turns:
+                await checkpoint_turn(self, turn, self._keep)
