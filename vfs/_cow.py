@@ -603,9 +603,31 @@ class CowFileSystem:
         info = await self._lower.lstat(path)
         await self._upper_parents(path)
         with self._quietly():
-            await self._upper.mkdir(path, 0o755 if info.mode is None else info.mode)
+            async with self._parent_unchanged(path):
+                await self._upper.mkdir(path, 0o755 if info.mode is None else info.mode)
             await self._copy_attributes(path, info)
         self._meta.origins[path] = path
+
+    @contextlib.asynccontextmanager
+    async def _parent_unchanged(self, path: str) -> AsyncIterator[None]:
+        """Around a copy up to real path ``path``: its upper parent keeps the times it shows.
+
+        The copy's name is made in the parent (a rename, a mkdir), which a file system records
+        as a change of the directory, though nothing changed in the merged view: its atime and
+        mtime are put back. Its ctime cannot be, so the parent's attributes are reported changed
+        (from nowhere: a mount caches them, and the request that copied up does not know), or a
+        ``tar`` that stated the directory before would find its ctime moved later.
+        """
+        parent = parent_path(path)
+        before = await self._upper.lstat(parent)
+        yield
+        if before.mtime_ns:
+            await self._upper.setattr(
+                parent, atime_ns=before.atime_ns or before.mtime_ns, mtime_ns=before.mtime_ns
+            )
+        pending = self._observers.notify(Change(parent, "metadata", origin=None))
+        if pending is not None:
+            await pending
 
     async def _copy_up(self, path: str, *, empty: bool = False) -> None:
         """Copy the lower's file or symlink ``path`` into the upper (``empty``: without its
@@ -630,7 +652,8 @@ class CowFileSystem:
                 self._meta.origins[path] = path
                 self._meta.forget_times(path, subtree=False)
                 await self._save()
-                await self._upper.rename(stage, path)
+                async with self._parent_unchanged(path):
+                    await self._upper.rename(stage, path)
             except BaseException:
                 with anyio.CancelScope(shield=True):
                     await _discard(self._upper, stage)
@@ -968,7 +991,8 @@ class CowFileSystem:
                 self._meta.origins[path] = path
                 self._meta.forget_times(path, subtree=False)
                 await self._save()
-                await self._upper.rename(stage, path)
+                async with self._parent_unchanged(path):
+                    await self._upper.rename(stage, path)
             except BaseException:
                 with anyio.CancelScope(shield=True):
                     await _discard(self._upper, stage)
