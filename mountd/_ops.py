@@ -484,20 +484,23 @@ class Operations(pyfuse3.Operations):
         knows the file no longer than ``size``: it asks for no page past its own size."""
         ino = node.ino
         info = node.info
-        reach = self.cuts.reach(ino)
-        if info is not None and max(info.size, reach or 0) <= size:
+        # Only up to the end the kernel may know (a read that asks for a whole CUT_MAX costs a
+        # buffer that large, and more to free than the rest of the request).
+        known = CUT_MAX if info is None else max(info.size, self.cuts.reach(ino) or 0) - size
+        if known <= 0:
             self.cuts.end(ino)
             return
+        length = min(known, CUT_MAX)
         try:
             if path is not None:
                 file = await self.fs.open(path)
                 try:
-                    tail = await file.read(size, CUT_MAX)
+                    tail = await file.read(size, length)
                 finally:
                     await file.close()
             else:
                 kept = self.keepers.file_for(node, write=False)
-                tail = b"" if kept is None else await kept.read(size, CUT_MAX)
+                tail = b"" if kept is None else await kept.read(size, length)
         except Exception as error:  # a file that will not read: the truncation still goes on
             log.debug("not keeping what truncating inode %d cuts off: %r", ino, error)
             tail = b""
