@@ -18,7 +18,12 @@ SETATTR shrinks a file to ``size`` the mount keeps what it cuts off (:class:`Cut
 meanwhile gets them where it asks for a page only a reader that still saw the old size would
 ask for (:meth:`Cut.answer`): the kernel asks only for pages below its own size, so once the
 truncation is done it never asks past the page holding the new last byte (for a size of zero,
-for nothing at all). A READ inside that page could be either: it gets the file as it is now.
+for nothing at all). A READ inside that page could be either: it gets the file as it is now,
+and a racing reader of it may still see zeros up to the old end within that page. An
+``O_DIRECT`` read is the other exception: the kernel sends it as asked, so one that starts below
+a new size greater than zero and reaches past its page, made while a cut is kept, gets the old
+bytes past the new end (bytes the file held, never zeros). After a raced answer ``mountd._ops``
+drops the inode's pages, in case the READ filled them after the truncation dropped its own.
 
 A cut is dropped when the file changes again (a WRITE, another SETATTR with a size: a second
 shrink keeps the first cut's bytes behind its own), when the tree reports a change from

@@ -19,7 +19,10 @@ without a mount; the handlers only tell them what happened:
   writes left incomplete), told through the kernel notifier given at construction;
 - ``mountd._vouch``: the mount's *generation* (it moves whenever the tree may have changed) and
   the attributes the mount vouches for, which a listing answers without examining the files;
-- ``mountd._keepers``: files held open so that an inode outlives its name (rename, unlink).
+- ``mountd._keepers``: files held open so that an inode outlives its name (rename, unlink);
+- ``mountd._cuts``: what a truncation cut off, kept briefly so that a READ the kernel sent
+  before the truncation took effect is answered with the file as it was (answered short, it
+  would hand its reader zeros up to the old size).
 
 Per-inode state of those pieces follows the inode table's nodes (the table tells them which
 ``info`` it learns and which nodes it drops); a :class:`mountd._inodes.Node` holds only what is
