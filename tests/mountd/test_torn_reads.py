@@ -64,7 +64,7 @@ while time.monotonic() < end:
 """
 
 # Renames a new version over the name and reads the name back with one read(2), until the
-# deadline; prints how often each content was seen, by length (and NULs, for any other).
+# deadline; prints how often each content was seen (for any other: its length and what it held).
 RENAMER = r"""
 import json, os, sys, time
 directory, seconds = sys.argv[1], float(sys.argv[2])
@@ -84,7 +84,7 @@ while time.monotonic() < end:
     os.close(fd)
     name = whole.get(data)
     if name is None:
-        name = f"{len(data)} bytes, {data.count(0)} NULs"
+        name = f"{len(data)} bytes: {data.count(65)} A, {data.count(66)} B, {data.count(0)} NUL"
         torn[name] = torn.get(name, 0) + 1
     else:
         seen[name] = seen.get(name, 0) + 1
@@ -92,26 +92,26 @@ print(json.dumps({"renames": n, "seen": seen, "torn": torn}))
 """
 
 
-def _race(directory: Path, how: str) -> dict[str, object]:
-    """Run the saver and the renamer in ``directory`` for :data:`RACE_SECONDS`."""
+def race(directory: Path, how: str, seconds: float = RACE_SECONDS) -> dict[str, object]:
+    """Run the saver (``how``: ``o_trunc`` or ``ftruncate``) and the renamer in ``directory``
+    for ``seconds``; what the renamer read (``bench/torn_read.py`` runs it longer)."""
     (directory / "f").write_bytes(SAVED)
-    seconds = str(RACE_SECONDS)
-    saver = subprocess.Popen([sys.executable, "-c", SAVER, str(directory / "f"), seconds, how])
+    saver = subprocess.Popen([sys.executable, "-c", SAVER, str(directory / "f"), str(seconds), how])
     try:
         renamer = subprocess.run(
-            [sys.executable, "-c", RENAMER, str(directory), seconds],
+            [sys.executable, "-c", RENAMER, str(directory), str(seconds)],
             capture_output=True,
             text=True,
-            timeout=60,
+            timeout=seconds + 60,
             check=True,
         )
     finally:
-        assert saver.wait(timeout=60) == 0
+        assert saver.wait(timeout=seconds + 60) == 0
     result: dict[str, object] = json.loads(renamer.stdout)
     return result
 
 
-def _builder(tree: str, base: Path) -> Callable[[], object]:
+def builder(tree: str, base: Path) -> Callable[[], object]:
     """``temp_fs``, or ``mountd mount``'s default tree with its layers in ``base``."""
     if tree == "temp":
         return compositions.temp
@@ -138,10 +138,10 @@ def test_a_read_racing_a_truncation_sees_a_version_the_file_held(
     tmp_path: Path, scratch_dir: Path, tree: str, how: str, by_inode: bool
 ) -> None:
     mnt = _made(tmp_path / "mnt")
-    build = _builder(tree, scratch_dir)  # layers on tmpfs: the disk is not what is tested
+    build = builder(tree, scratch_dir)  # layers on tmpfs: the disk is not what is tested
     with mount_process(build, mnt, MountOptions(files_by_inode=by_inode)) as mounted:
         _made(mnt / "x")
-        result = _race(mnt / "x", how)
+        result = race(mnt / "x", how)
         counters = mounted.stats()["counters"]
     assert result["torn"] == {}, result
     seen = result["seen"]
