@@ -19,7 +19,10 @@ without a mount; the handlers only tell them what happened:
   writes left incomplete), told through the kernel notifier given at construction;
 - ``mountd._vouch``: the mount's *generation* (it moves whenever the tree may have changed) and
   the attributes the mount vouches for, which a listing answers without examining the files;
-- ``mountd._keepers``: files held open so that an inode outlives its name (rename, unlink).
+- ``mountd._keepers``: files held open so that an inode outlives its name (rename, unlink);
+- ``mountd._cuts``: what a truncation cut off, kept briefly so that a READ the kernel sent
+  before the truncation took effect is answered with the file as it was (answered short, it
+  would hand its reader zeros up to the old size).
 
 Per-inode state of those pieces follows the inode table's nodes (the table tells them which
 ``info`` it learns and which nodes it drops); a :class:`mountd._inodes.Node` holds only what is
@@ -122,6 +125,7 @@ from vfs.lowlevel import (
 
 from ._attrs import BLOCK_SIZE, AttrPolicy
 from ._created import CreatedFile, Held, close_logged
+from ._cuts import CUT_MAX, Cuts
 from ._errno import errno_for
 from ._handles import FIRST_HANDLE, HandleTable
 from ._inodes import InodeTable, Node
@@ -231,6 +235,7 @@ class Operations(pyfuse3.Operations):
         self.keepers = Keepers(fs, self.inodes)
         self.listings = Listings(fs, self.inodes, self.vouched, self.generation, reusing=reusing)
         self.created = CreatedFile()
+        self.cuts = Cuts()
         # Read by pyfuse3 when the kernel connection is set up (see mountd._terms).
         self.enable_writeback_cache = terms.writeback_cache
         self.auto_inval_data = terms.kernel_drops_pages
@@ -293,10 +298,12 @@ class Operations(pyfuse3.Operations):
         if change.origin is not self.origin:
             self.created.changed_elsewhere()
             self.vouched.forget_all()
+            self.cuts.forget_all()
 
     def _dropped(self, node: Node) -> None:
         """The inode table dropped ``node``: so does what is kept per inode elsewhere."""
         self.vouched.dropped(node)
+        self.cuts.end(node.ino)
         self.pages.dropped(node)
         self.keepers.dropped(node)
         self.listings.dropped(node)
@@ -453,8 +460,10 @@ class Operations(pyfuse3.Operations):
         node = self._node(inode)
         path = self.inodes.path(node)
         changes = _changes(attr, fields, self.attrs)
-        if fields.update_size and not await self._truncate_open(node, path, fh, attr.st_size):
-            changes["size"] = attr.st_size
+        if fields.update_size:
+            await self._keep_cut(node, path, attr.st_size)
+            if not await self._truncate_open(node, path, fh, attr.st_size):
+                changes["size"] = attr.st_size
         if path is None:
             # Detached (e.g. fchmod of an unlinked file): keep the change on the inode itself.
             if node.info is None:
@@ -471,6 +480,34 @@ class Operations(pyfuse3.Operations):
         if fields.update_mtime and not fields.update_size:  # the writer is done with the file
             await self.pages.times_set(node, path, info.size)
         return self._entry(node, info)
+
+    async def _keep_cut(self, node: Node, path: str | None, size: int) -> None:
+        """Before ``node``'s file is truncated to ``size``: keep what that cuts off, for the
+        READs that race the truncation (``mountd._cuts``). Nothing to keep when the kernel
+        knows the file no longer than ``size``: it asks for no page past its own size."""
+        ino = node.ino
+        info = node.info
+        # Only up to the end the kernel may know (a read that asks for a whole CUT_MAX costs a
+        # buffer that large, and more to free than the rest of the request).
+        known = CUT_MAX if info is None else max(info.size, self.cuts.reach(ino) or 0) - size
+        if known <= 0:
+            self.cuts.end(ino)
+            return
+        length = min(known, CUT_MAX)
+        try:
+            if path is not None:
+                file = await self.fs.open(path)
+                try:
+                    tail = await file.read(size, length)
+                finally:
+                    await file.close()
+            else:
+                kept = self.keepers.file_for(node, write=False)
+                tail = b"" if kept is None else await kept.read(size, length)
+        except Exception as error:  # a file that will not read: the truncation still goes on
+            log.debug("not keeping what truncating inode %d cuts off: %r", ino, error)
+            tail = b""
+        self.cuts.cut(ino, size, tail)
 
     async def _truncate_open(self, node: Node, path: str | None, fh: int | None, size: int) -> bool:
         """Truncate ``node``'s file through an open file where the request names one, or where
@@ -688,12 +725,33 @@ class Operations(pyfuse3.Operations):
     @_request()
     async def read(self, fh: int, off: int, size: int) -> bytes:
         if fh >= FIRST_HANDLE:
-            return await self.handles.file(fh).file.read(off, size)
-        _, file, done = await self._file_by_inode(fh, write=False)
-        try:
-            return await file.read(off, size)
-        finally:
-            await done()
+            handle = self.handles.file(fh)
+            data = await handle.file.read(off, size)
+            ino = handle.node.ino
+        else:
+            _, file, done = await self._file_by_inode(fh, write=False)
+            try:
+                data = await file.read(off, size)
+            finally:
+                await done()
+            ino = fh
+        if self.cuts:  # a truncation of this file may be in flight (see mountd._cuts)
+            cut = self.cuts.find(ino)
+            if cut is not None:
+                before = cut.answer(off, size, data)
+                if before is not None:
+                    return self._answer_raced(ino, before)
+        return data
+
+    def _answer_raced(self, ino: int, before: bytes) -> bytes:
+        """Answer a READ that raced a truncation with what the file held before it. The
+        truncation drops the pages this READ fills once the kernel takes its answer in; should
+        the READ have filled them after that (its read-ahead began before the size moved, and
+        put them in the cache after), they would hold bytes past the end: dropped too."""
+        self.counters["read_raced_truncate"] += 1
+        if not self.terms.kernel_drops_pages:
+            self.kernel.drop(ino)
+        return before
 
     @_request(write=True)
     async def write(self, fh: int, off: int, buf: bytes) -> int:
@@ -709,6 +767,7 @@ class Operations(pyfuse3.Operations):
 
     async def _write(self, node: Node, file: OpenFile, off: int, buf: bytes) -> int:
         self.keepers.wrote(node)
+        self.cuts.end(node.ino)
         self.vouched.unvouch(node)
         self.pages.writing(node)
         done = 0
