@@ -614,7 +614,7 @@ async def _forget_applied(cow: CowFileSystem, changes: list[TreeChange]) -> None
         digest = None if info.kind == "directory" else await _digest(lower, path, info.kind)
         meta.bases[path] = Stamp.of(info, digest)
         if (await upper.lstat(path)).exists:
-            meta.origins[path] = path
+            meta.copied(path, info)
     # Whiteouts with nothing left to hide (or only what the upper holds again) go.
     for hidden in sorted(meta.hidden, key=lambda p: (-p.count("/"), p)):
         if not any(is_under(hidden, t) or is_under(t, hidden) for t in touched):
@@ -654,7 +654,7 @@ async def _forget_applied(cow: CowFileSystem, changes: list[TreeChange]) -> None
             if not await _same_content(upper, path, lower, path, up):
                 continue
             await upper.unlink(path)
-        meta.origins.pop(path, None)
+        meta.forget_upper(path, subtree=False)
         meta.bases.pop(path, None)
 
 

@@ -25,6 +25,14 @@ says otherwise. Everything here is plain data and synchronous decisions (no I/O)
     records ``P -> P``; a rename through the tree moves the record). ``changes()`` reports an
     upper path whose origin is elsewhere and gone from the merged view as ``renamed``.
 
+``inos``
+    For each upper path that descends from a lower entry, the inode number the lower entry
+    showed (``FileInfo.ino``), which the upper entry shows in its place, as overlayfs keeps an
+    origin's: a file keeps its number across its copy-up, so git's index of the host tree still
+    matches it. Recorded at a copy-up (:meth:`CowMeta.copied`) unless the lower file had several
+    names (each is a file of its own in this tree, shown without the lower's number); moved and
+    forgotten with ``origins``. An upper entry without one shows none (a mount numbers it).
+
 ``times``
     New times of lower files that were only touched (:class:`Touched`, a metadata-only copy-up):
     shown instead of the lower's own while the lower file is still the one touched (same kind,
@@ -42,7 +50,7 @@ import errno
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from ._errors import PathError
 from ._paths import ROOT, is_strictly_under, is_under, parent_path
@@ -149,12 +157,13 @@ class CowMeta:
     """Whiteouts, bases, origins and times of one copy-on-write tree (see the module
     docstring)."""
 
-    __slots__ = ("bases", "hidden", "origins", "times")
+    __slots__ = ("bases", "hidden", "inos", "origins", "times")
 
     def __init__(self) -> None:
         self.hidden: set[str] = set()
         self.bases: dict[str, Stamp | None] = {}
         self.origins: dict[str, str] = {}
+        self.inos: dict[str, int] = {}
         self.times: dict[str, Touched] = {}
 
     def __repr__(self) -> str:
@@ -186,6 +195,25 @@ class CowMeta:
     def origin(self, path: str) -> str | None:
         return self.origins.get(path)
 
+    def copied(self, path: str, lower: FileInfo) -> None:
+        """The upper's ``path`` is now a copy of the lower's entry there, whose ``lstat`` is
+        ``lower``: it descends from it and shows its inode number (see ``inos``)."""
+        self.origins[path] = path
+        ino = lower.ino
+        if ino is not None and (lower.kind == "directory" or (lower.nlink or 1) < 2):
+            self.inos[path] = ino
+        else:
+            self.inos.pop(path, None)
+
+    def linked(self, src: str, dst: str) -> None:
+        """The upper's ``dst`` is now another name of the upper file ``src``: it shows its
+        number."""
+        ino = self.inos.get(src)
+        if ino is None:
+            self.inos.pop(dst, None)
+        else:
+            self.inos[dst] = ino
+
     # -- changes ----------------------------------------------------------------------------
 
     def shadow(self, path: str, stamp: Stamp | None) -> None:
@@ -213,34 +241,27 @@ class CowMeta:
 
     def forget_upper(self, path: str, *, subtree: bool = True) -> None:
         """The upper no longer holds ``path`` (or, with ``subtree``, anything beneath it)."""
-        self.origins.pop(path, None)
-        if subtree:
-            for key in [p for p in self.origins if is_strictly_under(p, path)]:
-                del self.origins[key]
+        _forget(self.origins, path, subtree)
+        _forget(self.inos, path, subtree)
 
     def moved(self, src: str, dst: str) -> None:
         """The upper's ``src`` (and its subtree) is now at ``dst``; ``dst``'s subtree is gone."""
         self.forget_upper(dst)
         self.forget_times(dst)
-        for key in [p for p in self.origins if is_under(p, src)]:
-            self.origins[dst + key[len(src) :]] = self.origins.pop(key)
+        _move(self.origins, src, dst)
+        _move(self.inos, src, dst)
 
     def exchanged(self, a: str, b: str) -> None:
         """The upper's ``a`` and ``b`` swapped places."""
-        under_a = {k: v for k, v in self.origins.items() if is_under(k, a)}
-        under_b = {k: v for k, v in self.origins.items() if is_under(k, b)}
-        for key in [*under_a, *under_b]:
-            del self.origins[key]
-        for key, value in under_a.items():
-            self.origins[b + key[len(a) :]] = value
-        for key, value in under_b.items():
-            self.origins[a + key[len(b) :]] = value
+        _exchange(self.origins, a, b)
+        _exchange(self.inos, a, b)
 
     def entries(self) -> Iterator[str]:
         """Every path this record mentions (for tests and diagnostics)."""
         yield from self.hidden
         yield from self.bases
         yield from self.origins
+        yield from self.inos
         yield from self.times
 
     # -- persistence ------------------------------------------------------------------------
@@ -258,6 +279,7 @@ class CowMeta:
                 "hidden": sorted(self.hidden),
                 "bases": bases,
                 "origins": dict(sorted(self.origins.items())),
+                "inos": dict(sorted(self.inos.items())),
                 "times": {
                     path: [
                         t.base.kind,
@@ -288,7 +310,35 @@ class CowMeta:
                 kind, size, mtime_ns, mode, digest = stamp
                 meta.bases[str(path)] = Stamp(kind, int(size), int(mtime_ns), mode, digest)
         meta.origins = {str(k): str(v) for k, v in data["origins"].items()}
+        meta.inos = {str(k): int(v) for k, v in data.get("inos", {}).items()}
         for path, (kind, size, mtime_ns, atime, mtime, ctime) in data.get("times", {}).items():
             base = Stamp(kind, int(size), int(mtime_ns))
             meta.times[str(path)] = Touched(base, int(atime), int(mtime), int(ctime))
         return meta
+
+
+_V = TypeVar("_V")
+
+
+def _forget(record: dict[str, _V], path: str, subtree: bool) -> None:
+    record.pop(path, None)
+    if subtree:
+        for key in [p for p in record if is_strictly_under(p, path)]:
+            del record[key]
+
+
+def _move(record: dict[str, _V], src: str, dst: str) -> None:
+    for key in [p for p in record if is_under(p, src)]:
+        record[dst + key[len(src) :]] = record.pop(key)
+
+
+def _exchange(record: dict[str, _V], a: str, b: str) -> None:
+    """Swap what ``record`` holds beneath ``a`` and beneath ``b``."""
+    under_a = {k: v for k, v in record.items() if is_under(k, a)}
+    under_b = {k: v for k, v in record.items() if is_under(k, b)}
+    for key in [*under_a, *under_b]:
+        del record[key]
+    for key, value in under_a.items():
+        record[b + key[len(a) :]] = value
+    for key, value in under_b.items():
+        record[a + key[len(b) :]] = value
