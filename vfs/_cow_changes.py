@@ -46,7 +46,6 @@ written before that stays.
 from __future__ import annotations
 
 import contextlib
-import difflib
 import errno
 import hashlib
 import os
@@ -283,6 +282,8 @@ def file_diff(
         return "".join(lines)
     if not old_text and not new_text:
         return "".join(lines)
+    import difflib  # (only a diff needs it: not imported by every process that loads vfs)
+
     hunks = list(difflib.unified_diff(_lines(old_text), _lines(new_text), from_name, to_name, n=3))
     for line in hunks:
         if line.endswith("\n"):
