@@ -5,7 +5,9 @@ Theory of operation
 - ``_mount_daemon.py KIND MOUNTPOINT [--backing DIR]`` builds the tree (``temp``: ``temp_fs()``;
   ``dir``: ``dir_fs(DIR)``; ``cow``: ``cow_fs(dir_fs(DIR))``; ``default``: that cow as ``mountd
   mount`` serves it by default, in an audited union with a scratch ``/tmp`` under a turn root;
-  ``guarded``: that cow under the repository policy and an audit log), mounts it with
+  ``guarded``: that cow under the repository policy and an audit log; ``repo``: exactly the
+  tree ``mountd mount`` serves without a spec over DIR, ``mountd._run.default_tree``, audited,
+  under a turn root, its upper beside DIR), mounts it with
   ``mountd.mounted`` and prints ``{"ready": true}`` once the mount is live. One process serves
   one mount (pyfuse3 keeps its session in module globals).
 - Then it answers one JSON line per command line read from stdin:
@@ -59,6 +61,15 @@ def build_tree(kind: str, backing: str | None) -> Any:
         return vfs.cow_fs(vfs.dir_fs(backing))
     upper = backing.rstrip("/") + ".upper"  # (where a session's upper would be)
     os.makedirs(upper, exist_ok=True)
+    if kind == "repo":  # as mountd.cli serves the current directory by default
+        from pathlib import Path
+
+        from mountd._run import default_tree
+        from vfs import AuditLog, audited_fs
+        from vfs.turns import turn_root
+
+        log = AuditLog(upper + ".audit.jsonl")  # a file, as mountd mount keeps it
+        return turn_root(audited_fs(default_tree(backing, Path(upper))[0], log))
     cow = vfs.cow_fs(vfs.dir_fs(backing), vfs.dir_fs(upper))
     if kind == "cowdisk":  # what `mountd mount` serves at / by default: changes in a session
         return cow
@@ -190,7 +201,7 @@ async def serve(args: argparse.Namespace, reply: io.TextIOBase) -> None:
 
 def main() -> int:
     p = argparse.ArgumentParser()
-    p.add_argument("kind", choices=("temp", "dir", "cow", "cowdisk", "default", "guarded"))
+    p.add_argument("kind", choices=("temp", "dir", "cow", "cowdisk", "default", "guarded", "repo"))
     p.add_argument("mountpoint")
     p.add_argument("--backing")
     p.add_argument("--parent", type=int, required=True)

@@ -1,5 +1,5 @@
 """``python -m mountd``: the same as the ``mountd`` command."""
 
-from mountd.cli import main
+from mountd._entry import main
 
 raise SystemExit(main())

@@ -16,6 +16,9 @@ the rest ``None``. :class:`AttrPolicy` fills the gaps the same way for every ent
 - ``st_blocks`` is the tree's ``blocks`` (what a sparse file stores), else 512-byte units of
   the size; ``st_blksize`` is 4 KiB.
 
+The inode number ``stat`` shows is ``shown`` when given (the tree's or the mount's own number
+for the file, see ``mountd._inodes``), else the node id the kernel addresses the inode by.
+
 The entry and attribute timeouts come from the mount options: the kernel may answer from these
 attributes for that long without asking, which is where the mount's speed comes from. A negative
 entry (``st_ino == 0``) lets the kernel remember that a name does not exist.
@@ -83,13 +86,18 @@ class AttrPolicy:
     def stored_gid(self, gid: int) -> int:
         return gid if self.owners is None else self.owners.stored_gid(gid)
 
-    def entry(self, ino: int, info: FileInfo, *, detached: bool = False) -> pyfuse3.EntryAttributes:
-        """The kernel's view of ``info`` as inode ``ino``."""
+    def entry(
+        self, ino: int, info: FileInfo, *, detached: bool = False, shown: int = 0
+    ) -> pyfuse3.EntryAttributes:
+        """The kernel's view of ``info`` as inode ``ino``, showing ``st_ino`` ``shown`` when
+        given (pyfuse3's ``attr_ino``)."""
         kind = info.kind
         if kind not in _TYPE_BITS:
             raise ValueError(f"no attributes for a {kind} entry")
         attrs = pyfuse3.EntryAttributes()
         attrs.st_ino = ino
+        if shown:
+            attrs.attr_ino = shown
         attrs.generation = 0
         attrs.entry_timeout = self.entry_timeout
         attrs.attr_timeout = self.attr_timeout
@@ -134,6 +142,7 @@ class AttrPolicy:
             or info.gid != old.gid
             or info.special != old.special
             or info.rdev != old.rdev
+            or info.ino != old.ino
         ):
             return False
         if info.size != old.size or info.blocks != old.blocks:
@@ -152,10 +161,13 @@ class AttrPolicy:
             attrs.st_ctime_ns = ctime_ns
         return True
 
-    def dot(self, ino: int) -> pyfuse3.EntryAttributes:
-        """Attributes for a ``.``/``..`` readdir entry (the kernel uses only number and type)."""
+    def dot(self, ino: int, shown: int = 0) -> pyfuse3.EntryAttributes:
+        """Attributes for a ``.``/``..`` readdir entry (the kernel uses only number and type;
+        ``shown`` as in :meth:`entry`: what ``readdir`` answers as its ``d_ino``)."""
         attrs = pyfuse3.EntryAttributes()
         attrs.st_ino = ino
+        if shown:
+            attrs.attr_ino = shown
         attrs.st_mode = stat.S_IFDIR | 0o755
         return attrs
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 PASSED = (
     "LANG",
@@ -95,7 +95,17 @@ def _path(caller_path: str, roots: Sequence[str]) -> str:
 
 def git_config(caller: Mapping[str, str]) -> str:
     """The sandbox's global git config: the caller's identity and nothing else."""
+    return pending_git_config(caller)()
+
+
+def pending_git_config(caller: Mapping[str, str]) -> Callable[[], str]:
+    """:func:`git_config`, its ``git config`` started now and waited for when the result is
+    called for (``mountd run`` sets up the rest meanwhile)."""
     identity = _caller_identity(caller)
+    return lambda: _config_of(identity())
+
+
+def _config_of(identity: dict[str, str]) -> str:
     lines = []
     if identity:
         lines.append("[user]\n")
@@ -106,23 +116,38 @@ def git_config(caller: Mapping[str, str]) -> str:
     return "".join(lines)
 
 
-def _caller_identity(caller: Mapping[str, str]) -> dict[str, str]:
-    """``user.name`` and ``user.email`` as the caller's git sees them outside any repository."""
+def _caller_identity(caller: Mapping[str, str]) -> Callable[[], dict[str, str]]:
+    """``user.name`` and ``user.email`` as the caller's git sees them outside any repository:
+    ``git config`` started now, its answer when called."""
     env = {k: v for k, v in caller.items() if k not in ("GIT_DIR", "GIT_WORK_TREE")}
     try:
-        done = subprocess.run(
+        git = subprocess.Popen(
             ["git", "config", "--get-regexp", r"^user\.(name|email)$"],
             cwd="/",
             env=env,
-            capture_output=True,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
             text=True,
-            timeout=10,
-            check=False,
         )
-    except (OSError, subprocess.TimeoutExpired):
-        return {}
+    except OSError:
+        return dict
+
+    def answer() -> dict[str, str]:
+        try:
+            out, _ = git.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            git.kill()
+            git.wait()
+            return {}
+        return _identity_in(out)
+
+    return answer
+
+
+def _identity_in(out: str) -> dict[str, str]:
     found = {}
-    for line in done.stdout.splitlines():
+    for line in out.splitlines():
         key, _, value = line.partition(" ")
         if value:
             found[key.removeprefix("user.")] = value  # the last one wins, as for git

@@ -12,6 +12,16 @@ one name leaves the others, and only a node with no name left is detached.
 Inode numbers come from a counter and are never reused, so a number the kernel still holds can
 never come to mean a different file. A path keeps its number as long as its node lives.
 
+What ``stat`` shows as ``st_ino`` is another number (pyfuse3's ``attr_ino``), the node's
+``shown`` (:func:`shown_ino`): the tree's number for the file (``FileInfo.ino``: a host file's
+inode, which git's index recorded) when it has one below :data:`OWN_INO_BASE`, else
+``OWN_INO_BASE`` plus the node id. The tree promises its numbers are shared by the names of one
+file and distinct between files; the mount's own are distinct because node ids are, and they
+never meet a tree's because of the base. A node keeps the number it showed while its tree says
+none (a handle's ``stat`` may not say), and takes the tree's when it says another (the file
+was replaced on the host). A file without a tree number shows its node's: stable while the
+kernel holds the node, another after the kernel forgot it.
+
 A node lives while any of these holds:
 
 - ``lookups > 0``: the kernel holds the number. Every reply that hands the kernel an entry
@@ -52,6 +62,10 @@ log = logging.getLogger(__name__)
 
 ROOT_INODE = 1
 
+OWN_INO_BASE = 1 << 62
+"""The inode numbers the mount gives files their tree gives none start here (below 2**63, for
+readers that take st_ino as signed); a tree number at or above it is not shown either."""
+
 
 class Node:
     """One inode the mount has handed out (or the root)."""
@@ -68,6 +82,7 @@ class Node:
         "opens",
         "others",
         "parent",
+        "shown",
         "told",
     )
 
@@ -82,6 +97,8 @@ class Node:
         self.linked_as: int | None = None
         self.lookups = 0
         self.opens = 0
+        # The inode number stat shows for it, once decided (see shown_ino); 0 before.
+        self.shown = 0
         # The attributes the tree last reported; what a detached node answers with.
         self.info = info
         # The kernel attributes last built for this node, and the FileInfo they were built from
@@ -366,6 +383,17 @@ class InodeTable:
                         del other_parent.children[other_name]
                     self._drop_unused(other_parent)
             node = parent
+
+
+def shown_ino(node: Node, info: FileInfo | None) -> int:
+    """The inode number ``stat`` shows for ``node``, whose tree now says ``info`` of it (see
+    the module docstring)."""
+    ino = None if info is None else info.ino
+    if ino is not None and 0 < ino < OWN_INO_BASE:
+        node.shown = ino
+    elif not node.shown:
+        node.shown = OWN_INO_BASE + node.ino
+    return node.shown
 
 
 def _ignore(node: Node) -> None:

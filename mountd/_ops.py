@@ -128,7 +128,7 @@ from ._created import CreatedFile, Held, close_logged
 from ._cuts import CUT_MAX, Cuts
 from ._errno import errno_for
 from ._handles import FIRST_HANDLE, HandleTable
-from ._inodes import InodeTable, Node
+from ._inodes import InodeTable, Node, shown_ino
 from ._keepers import Keepers
 from ._listings import Listings
 from ._pages import NO_KERNEL, KernelCache, PageCache
@@ -346,7 +346,8 @@ class Operations(pyfuse3.Operations):
             if self.attrs.refresh(attrs, built, info):
                 node.attrs_of = info
                 return attrs
-        attrs = self.attrs.entry(node.ino, info)
+        shown = shown_ino(node, info) if self.terms.shows_tree_inos else 0
+        attrs = self.attrs.entry(node.ino, info, shown=shown)
         node.attrs = attrs
         node.attrs_of = info
         return attrs
@@ -354,7 +355,8 @@ class Operations(pyfuse3.Operations):
     def _detached_entry(self, node: Node) -> pyfuse3.EntryAttributes:
         if node.info is None or not node.info.exists:
             raise _fuse_error(errno.ENOENT)
-        return self.attrs.entry(node.ino, node.info, detached=True)
+        shown = shown_ino(node, node.info) if self.terms.shows_tree_inos else 0
+        return self.attrs.entry(node.ino, node.info, detached=True, shown=shown)
 
     async def _file_by_inode(self, ino: int, *, write: bool) -> tuple[Node, OpenFile, Done]:
         """For a request on a file opened without a handle (``files_by_inode``): its node, an
@@ -892,7 +894,9 @@ class Operations(pyfuse3.Operations):
         are never counted as lookups); ``None`` if it had no room left for it."""
         if info is None:
             dot = node if name == "." or node.parent is None else node.parent
-            taken = pyfuse3.readdir_reply(token, name.encode(), self.attrs.dot(dot.ino), offset)
+            shown = shown_ino(dot, dot.info) if self.terms.shows_tree_inos else 0
+            attrs = self.attrs.dot(dot.ino, shown)
+            taken = pyfuse3.readdir_reply(token, name.encode(), attrs, offset)
             return dot if taken else None
         child = self.inodes.child(node, name, info)
         if vouch_at is not None:
@@ -1009,6 +1013,7 @@ def _resized(info: FileInfo, size: int) -> FileInfo:
         info.nlink,
         info.special,
         info.rdev,
+        ino=info.ino,
     )
 
 

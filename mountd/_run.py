@@ -88,7 +88,7 @@ from ._bwrap import (
     start,
 )
 from ._collector import tune_for_serving
-from ._environ import EnvError, caller_home, git_config, sandbox_environment
+from ._environ import EnvError, caller_home, pending_git_config, sandbox_environment
 from ._identity import SandboxUser, sandbox_user
 from ._landlock import SCOPE_ABI
 from ._review import (
@@ -147,6 +147,7 @@ def run(request: RunRequest) -> int:
     if bwrap is None:
         raise RunFailure("bwrap (bubblewrap) is not installed: apt-get install bubblewrap")
     user = sandbox_user(root_inside=request.root)
+    git_config = pending_git_config(os.environ)  # git answers while the rest is set up
     if user.switch:
         _private_mounts()  # before the loop starts any thread
     libc = ctypes.CDLL(None, use_errno=True)
@@ -154,7 +155,7 @@ def run(request: RunRequest) -> int:
     # ours to reap, not init's: when run returns, no process of the sandbox is left.
     libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     try:
-        return trio.run(_run, request, bwrap, user)
+        return trio.run(_run, request, bwrap, user, git_config)
     finally:
         libc.prctl(_PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
 
@@ -172,7 +173,9 @@ def _private_mounts() -> None:
         raise RunFailure(f"cannot make a private mount namespace: {os.strerror(code)}")
 
 
-async def _run(request: RunRequest, bwrap: str, user: SandboxUser) -> int:
+async def _run(
+    request: RunRequest, bwrap: str, user: SandboxUser, git_config: Callable[[], str]
+) -> int:
     tree = request.tree
     view = vfs.posix_view(tree)
     policy: Policy | None = tree.policy if isinstance(tree, PolicyFileSystem) else None
@@ -238,7 +241,7 @@ async def _run(request: RunRequest, bwrap: str, user: SandboxUser) -> int:
     files = sandbox.files(
         passwd=_host_file("/etc/passwd"),
         group=_host_file("/etc/group"),
-        git_config=git_config(os.environ),
+        git_config=git_config(),
     )
     before: vfs.Checkpoint | None = None
     if request.rewind_on_failure:
@@ -333,6 +336,7 @@ async def _reap_orphans(patience: float = 5.0) -> None:
     """Reap the sandbox's processes that outlived bubblewrap (a subreaper inherits them: they
     die with it, killed by ``--die-with-parent``), waiting ``patience`` seconds at most."""
     deadline = trio.current_time() + patience
+    pause = 0.001  # they are usually gone within a millisecond or two: look again soon
     while True:
         try:
             pid, _ = os.waitpid(-1, os.WNOHANG)  # noqa: ASYNC222 (WNOHANG: never blocks)
@@ -342,7 +346,8 @@ async def _reap_orphans(patience: float = 5.0) -> None:
             if trio.current_time() > deadline:
                 _say("a process of the sandbox did not exit")
                 return
-            await trio.sleep(0.01)
+            await trio.sleep(pause)
+            pause = min(pause * 2, 0.01)
 
 
 async def _wait(process: subprocess.Popen[bytes]) -> int:

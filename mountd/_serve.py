@@ -96,13 +96,14 @@ class Mount:
             return []
         table = self._ops.inodes
         nodes = [handle.node for handle in self._ops.handles.open_files() if handle.writable]
-        if self._ops.terms.files_by_inode:  # opens are not told to the mount: ask the kernel
+        terms = self._ops.terms
+        if terms.files_by_inode:  # opens are not told to the mount: ask the kernel
             entry = _registry.mount_at(self._listed_as)
-            if entry is not None:
-                for ino in inodes_open_for_writing(entry.device):
-                    node = table.find(ino)
-                    if node is not None:
-                        nodes.append(node)
+            held = set() if entry is None else inodes_open_for_writing(entry.device)
+            if held and terms.shows_tree_inos:  # the kernel knows an inode by what stat shows
+                nodes += [node for node in table if node.shown in held]
+            elif held:
+                nodes += [node for node in map(table.find, held) if node is not None]
         paths = {table.path(node) for node in nodes}
         return sorted(path for path in paths if path is not None)
 

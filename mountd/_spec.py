@@ -61,12 +61,11 @@ file, the dotted key (``root.mounts."/tmp".type``) and the problem. The embedded
 
 from __future__ import annotations
 
-import difflib
 import importlib.util
 import os
 import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeAlias
@@ -210,7 +209,7 @@ class _Checker:
         allowed = required + optional
         for name in table:
             if name not in allowed:
-                hint = difflib.get_close_matches(name, allowed, n=1)
+                hint = _close_matches(name, allowed)
                 problem = f"unknown key{what}"
                 problem += f' (did you mean "{hint[0]}"?)' if hint else _expected(allowed)
                 raise self.fail(_join(key, name), problem)
@@ -230,7 +229,7 @@ class _Checker:
         if not isinstance(kind, str):
             raise self.fail(type_key, f"expected a string, got {_show(kind)}")
         if kind not in LAYER_TYPES:
-            hint = difflib.get_close_matches(kind, LAYER_TYPES, n=1)
+            hint = _close_matches(kind, LAYER_TYPES)
             did_you_mean = f'; did you mean "{hint[0]}"?' if hint else ""
             raise self.fail(
                 type_key,
@@ -563,3 +562,11 @@ def describe(layer: Layer) -> str:
 
 def build_tree(layer: Layer) -> BuiltTree:
     return BuiltTree(build(layer), describe(layer))
+
+
+def _close_matches(word: str, choices: Iterable[str]) -> list[str]:
+    """The one of ``choices`` closest to a misspelled ``word`` (difflib: imported only for a
+    spec with a mistake)."""
+    import difflib
+
+    return difflib.get_close_matches(word, choices, n=1)

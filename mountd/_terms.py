@@ -3,7 +3,7 @@
 Theory of operation
 -------------------
 Three parties decide how a mount answers the kernel: the caller's :class:`MountOptions`, what
-this pyfuse3 can do (:class:`FuseFeatures`: ``scripts/install`` patches three abilities into it),
+this pyfuse3 can do (:class:`FuseFeatures`: ``scripts/install`` patches four abilities into it),
 and what the served tree can do (:class:`TreeFeatures`). :func:`negotiate` turns the three into
 one frozen :class:`Terms`, a pure function with no I/O, so every combination is tested without a
 mount. The request handlers read only the terms; three of them are also what pyfuse3 reads once
@@ -24,6 +24,9 @@ Why each term depends on what it does:
   the kernel keeps.
 - ``listings_by_inode`` (opendir answers ENOSYS: the kernel caches listings) needs this pyfuse3's
   ability to name a readdir's directory without a handle.
+- ``shows_tree_inos`` (``stat`` shows the tree's inode numbers, ``FileInfo.ino``, and the mount's
+  own for files without one, instead of the node ids: see ``mountd._inodes``) needs this
+  pyfuse3's ability to set them apart (``EntryAttributes.attr_ino``).
 - ``reuses_attributes`` (a listing answers what the mount vouches for unexamined) needs a tree
   that can list that way and kernel attribute caching: the kernel then keeps attributes for the
   timeout itself, whatever happens to a host file.
@@ -50,6 +53,8 @@ class FuseFeatures:
     own_page_cache: bool = False
     # It passes the inode of a file opened without a handle.
     files_by_inode: bool = False
+    # It shows an inode number apart from the node id (``EntryAttributes.attr_ino``).
+    own_inode_numbers: bool = False
 
     @classmethod
     def installed(cls) -> FuseFeatures:
@@ -58,6 +63,7 @@ class FuseFeatures:
             list_by_inode=hasattr(pyfuse3.ReaddirToken, "ino"),
             own_page_cache=hasattr(pyfuse3.Operations, "auto_inval_data"),
             files_by_inode=hasattr(pyfuse3.Operations, "files_by_inode"),
+            own_inode_numbers=hasattr(pyfuse3.EntryAttributes, "attr_ino"),
         )
 
 
@@ -96,6 +102,8 @@ class Terms:
     listings_by_inode: bool = False
     # A listing answers the files the mount vouches for without examining them again.
     reuses_attributes: bool = False
+    # stat shows the tree's inode numbers (and the mount's own), not the node ids.
+    shows_tree_inos: bool = False
 
 
 def negotiate(options: MountOptions, fuse: FuseFeatures, tree: TreeFeatures) -> Terms:
@@ -117,4 +125,5 @@ def negotiate(options: MountOptions, fuse: FuseFeatures, tree: TreeFeatures) -> 
         reuses_attributes=(
             options.reuse_known_attributes and options.attr_timeout > 0 and tree.lists_reusing
         ),
+        shows_tree_inos=fuse.own_inode_numbers,
     )

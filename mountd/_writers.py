@@ -2,8 +2,9 @@
 
 A mount that serves files by inode (``mountd._ops``) is not told when a file is opened or closed,
 so ``mountd apply`` asks the kernel instead. Each descriptor's ``/proc/<pid>/fdinfo/<fd>`` names
-its mount (``mnt_id``), its inode (``ino``: for a FUSE file, the number the daemon handed out) and
-its open flags. Mount ids belong to a mount namespace (a sandbox sees the mount under an id of its
+its mount (``mnt_id``), its inode (``ino``: for a FUSE file, the number ``stat`` showed when the
+kernel made the inode: the node id, or the number the mount shows for it, see
+``mountd._inodes``) and its open flags. Mount ids belong to a mount namespace (a sandbox sees the mount under an id of its
 own), so each namespace's ids for this mount are read from its ``mountinfo`` by the mount's
 device number. Nothing here touches the mount itself; processes the daemon may not inspect (other
 users', without root) are not seen.

@@ -37,7 +37,6 @@ from typing import Any, NoReturn
 import vfs
 from vfs import AuditLog, audited_fs, is_under, normalize_path
 from vfs.lowlevel import add_prefix, strip_prefix
-from vfs.turns import TurnRoot, turn_root
 
 if sys.version_info < (3, 11):  # pragma: no cover - trio brings the backport on 3.10
     from exceptiongroup import BaseExceptionGroup
@@ -572,6 +571,8 @@ def _mount_in_foreground(args: argparse.Namespace, mountpoint: str, source: Sour
         )
 
     async def run() -> int:
+        from vfs.turns import TurnRoot, turn_root
+
         fs = await _make_tree(source)
         audit = _audit_log(args.audit, mountpoint)
         if not isinstance(fs, TurnRoot):  # (a factory's TurnRoot is served as it is)

@@ -11,7 +11,8 @@ Layout (every module but the public ones is private; its first line says what it
 - the contract and its values: ``_types`` (protocols, FileInfo, queries), ``_errors``, ``_paths``;
 - the rules every tree shares: ``_resolve`` (symlinks), ``_match`` and ``_lines`` (glob, grep),
   ``_walk`` (walks over any tree), ``_capabilities`` (optional verbs), ``_watch`` (change
-  observers), ``_clock``, ``_content``, ``_reading``, ``_merge``, ``_pushdown``;
+  observers), ``_clock``, ``_content``, ``_reading``, ``_merge``, ``_pushdown``, ``_lazy``
+  (the host-files, S3, overlay and host-disk trees are imported on first use);
 - trees: ``_temp`` (in memory, with ``_pages``), ``_dir`` (a host directory, over ``_disk``'s
   system calls and ``_mounts``'s mount table), ``_host`` (a files API with etags, ``_s3`` and
   ``_s3_cache`` its S3 one), ``_empty``, ``_local`` (the host disk as an agent's default);
@@ -26,7 +27,7 @@ Layout (every module but the public ones is private; its first line says what it
   ``/tmp``, spills).
 """
 
-import contextlib
+import typing as _typing
 
 from ._audit import AuditEntry, AuditLog, audited_fs, read_audit_file
 from ._checkpoints import CheckpointNotFoundError
@@ -53,13 +54,11 @@ from ._errors import (
     ReadOnlyMountError,
     WriteFailedError,
 )
-from ._host import HostEntry, HostFile, HostFilesApi, InMemoryHostFiles, host_fs
-from ._local import local_file_system
-from ._overlay import overlay_fs
+from ._lazy import lazy_names as _lazy_names
+from ._lazy import publish as _publish_one
 from ._paths import is_under, normalize_path
 from ._policy import Policy, PolicyDeniedError, PolicyFileSystem, Rule, policy_fs, repository_policy
 from ._posix_view import posix_view
-from ._s3 import S3HostFiles
 from ._temp import temp_fs
 from ._types import (
     Change,
@@ -86,6 +85,28 @@ from ._types import (
 )
 from ._union import union_fs
 from ._walk import glob_tree, grep_tree, walk
+
+if _typing.TYPE_CHECKING:
+    from ._host import HostEntry, HostFile, HostFilesApi, InMemoryHostFiles, host_fs
+    from ._local import local_file_system
+    from ._overlay import overlay_fs
+    from ._s3 import S3HostFiles
+
+# Trees a short-lived process rarely builds: imported on first use (see vfs._lazy).
+__getattr__ = _lazy_names(
+    globals(),
+    __name__,
+    {
+        "HostEntry": "._host",
+        "HostFile": "._host",
+        "HostFilesApi": "._host",
+        "InMemoryHostFiles": "._host",
+        "host_fs": "._host",
+        "local_file_system": "._local",
+        "overlay_fs": "._overlay",
+        "S3HostFiles": "._s3",
+    },
+)
 
 __all__ = [
     "AuditEntry",
@@ -167,12 +188,11 @@ __all__ = [name for name in __all__ if name not in _BUILTIN_NAMES]
 
 
 def _publish(namespace: dict[str, object], names: list[str], module: str) -> None:
-    """Name ``module`` as where each of ``names`` lives (tracebacks, reprs, docs), as trio does."""
+    """Name ``module`` as where each of ``names`` lives (tracebacks, reprs, docs), as trio does;
+    a lazy name when it is first used (see vfs._lazy)."""
     for name in names:
-        value = namespace[name]
-        if getattr(value, "__module__", "").startswith("vfs._"):
-            with contextlib.suppress(AttributeError, TypeError):  # (a typing alias)
-                value.__module__ = module
+        if name in namespace:
+            _publish_one(namespace[name], module)
 
 
 _publish(globals(), [*__all__, *_BUILTIN_NAMES], __name__)

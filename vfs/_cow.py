@@ -131,6 +131,7 @@ from ._types import (
     SearchResult,
     Special,
     Watchable,
+    with_ino,
 )
 from ._walk import glob_tree, grep_tree
 from ._watch import Observers
@@ -200,6 +201,7 @@ class CowFileSystem:
         "_saved",
         "_staged",
         "_upper",
+        "_upper_numbers",
         "_upper_tree",
     )
 
@@ -228,6 +230,7 @@ class CowFileSystem:
         self._counter = itertools.count()
         self._lower_files: dict[str, set[_LowerFile]] = {}  # path -> read handles on the lower
         self._epoch = 0  # bumped whenever a lower path is copied up or replaced (see open)
+        self._upper_numbers: bool | None = None  # whether the upper's entries show inode numbers
         if subscribe and isinstance(self._lower, Watchable):
             self._lower.watch(self._from_lower)
         if subscribe and isinstance(self._upper, Watchable):
@@ -440,12 +443,12 @@ class CowFileSystem:
     async def _direct(self, path: str) -> _Found:
         """What the merged view has at ``path``, whose ancestors are real merged directories."""
         if path == ROOT:
-            return _Found(ROOT, await self._upper.lstat(ROOT), _UPPER)
+            return _Found(ROOT, self._shown_upper(ROOT, await self._upper.lstat(ROOT)), _UPPER)
         if is_under(path, RESERVED):
             return _Found(path, MISSING, None)
         info = await self._upper.lstat(path)
         if info.exists:
-            return _Found(path, info, _UPPER)
+            return _Found(path, self._shown_upper(path, info), _UPPER)
         if self._meta.hides(path):
             return _Found(path, MISSING, None)
         info = await self._lower.lstat(path)
@@ -460,6 +463,14 @@ class CowFileSystem:
         if info.linked_id is not None:
             info = _unlinked(info)
         return self._touched(path, info) if self._meta.times else info
+
+    def _shown_upper(self, path: str, info: FileInfo) -> FileInfo:
+        """What the merged view shows of the upper's entry at real path ``path``: the inode
+        number of the lower entry it was copied from (``CowMeta.inos``), else none (the upper's
+        own numbers are not unique beside the lower's)."""
+        inos = self._meta.inos
+        ino = inos.get(path) if inos else None
+        return info if info.ino == ino else with_ino(info, ino)
 
     def _touched(self, path: str, info: FileInfo) -> FileInfo:
         """The lower's ``info`` at real path ``path``, with the times set through this tree."""
@@ -478,6 +489,7 @@ class CowFileSystem:
             nlink=info.nlink,
             special=info.special,
             rdev=info.rdev,
+            ino=info.ino,
         )
 
     async def _locate(self, path: str, *, follow: bool) -> _Found:
@@ -606,7 +618,7 @@ class CowFileSystem:
             async with self._parent_unchanged(path):
                 await self._upper.mkdir(path, 0o755 if info.mode is None else info.mode)
             await self._copy_attributes(path, info)
-        self._meta.origins[path] = path
+        self._meta.copied(path, info)
 
     @contextlib.asynccontextmanager
     async def _parent_unchanged(self, path: str) -> AsyncIterator[None]:
@@ -649,7 +661,7 @@ class CowFileSystem:
                     digest = await self._copy_bytes(path, stage, info, empty=empty)
                 await self._copy_attributes(stage, self._touched(path, info))
                 self._meta.shadow(path, Stamp.of(info, digest))
-                self._meta.origins[path] = path
+                self._meta.copied(path, info)
                 self._meta.forget_times(path, subtree=False)
                 await self._save()
                 async with self._parent_unchanged(path):
@@ -732,7 +744,18 @@ class CowFileSystem:
         """``path`` was copied up: its lower handles read the upper copy from now on."""
         self._epoch += 1
         for handle in self._lower_files.pop(path, set()):
-            await handle.rebind(await self._upper.open(path))
+            await handle.rebind(await self._upper_open(path))
+
+    async def _upper_open(self, path: str, **how: Any) -> OpenFile:
+        """The upper's ``open``, as this tree shows it: where the upper's entries show inode
+        numbers of their own (a ``dir_fs``), its handles' ``stat`` shows none (see
+        :class:`_UpperFile`)."""
+        file = await self._upper.open(path, **how)
+        if self._upper_numbers is None:
+            self._upper_numbers = (await self._upper.lstat(ROOT)).ino is not None
+        if self._upper_numbers and getattr(file, "stat", None) is not None:
+            return _UpperFile(file)
+        return file
 
     def _orphan(self, path: str) -> None:
         """``path`` no longer names the lower file its handles read; they keep reading it."""
@@ -783,14 +806,15 @@ class CowFileSystem:
             return []
         real = found.path
         merged: dict[str, FileInfo] = {}
+        base = "/" if real == ROOT else real + "/"
         if found.layer == _UPPER:
+            shown = self._shown_upper
             for name, info in await _named_listing(self._upper, real, known):
-                merged[name] = info
+                merged[name] = shown(base + name, info)
             if real == ROOT:
                 merged.pop(RESERVED_NAME, None)
         if not self._meta.hides(real):
             hidden = self._meta.hidden
-            base = "/" if real == ROOT else real + "/"
             for name, info in await _named_listing(self._lower, real, known):
                 if name in merged or base + name in hidden:
                     continue
@@ -988,7 +1012,7 @@ class CowFileSystem:
                     # What apply checks against (a touch that keeps the bytes is no conflict).
                     digest = hashlib.sha256(await _read_all(self._lower, path)).hexdigest()
                     self._meta.shadow(path, Stamp.of(info, digest))
-                self._meta.origins[path] = path
+                self._meta.copied(path, info)
                 self._meta.forget_times(path, subtree=False)
                 await self._save()
                 async with self._parent_unchanged(path):
@@ -1066,7 +1090,7 @@ class CowFileSystem:
                 if found.info.kind == "directory":
                     raise IsADirectoryError(path)
                 if found.layer == _UPPER:
-                    return await self._upper.open(found.path)
+                    return await self._upper_open(found.path)
                 file = await self._lower.open(found.path)
                 if epoch == self._epoch:
                     return self._lower_handle(found.path, file)
@@ -1082,7 +1106,7 @@ class CowFileSystem:
                     raise FileNotFoundError(path)
                 _refuse_reserved(real)
                 await self._upper_parents(real)
-                return await self._upper.open(
+                return await self._upper_open(
                     real,
                     write=write,
                     create=True,
@@ -1098,7 +1122,7 @@ class CowFileSystem:
                 if not (write or truncate):
                     return self._lower_handle(real, await self._lower.open(real))
                 await self._copy_up(real, empty=truncate)
-            return await self._upper.open(real, write=write, truncate=truncate)
+            return await self._upper_open(real, write=write, truncate=truncate)
 
     async def mkdir(
         self, path: str, mode: int = 0o755, *, uid: int | None = None, gid: int | None = None
@@ -1257,7 +1281,7 @@ class CowFileSystem:
                     await self._copy_up_dir(found.path)
                 else:
                     await self._copy_up(found.path, empty=size == 0)
-            return await self._upper.setattr(
+            info = await self._upper.setattr(
                 found.path,
                 size=size,
                 mode=mode,
@@ -1266,6 +1290,7 @@ class CowFileSystem:
                 atime_ns=atime_ns,
                 mtime_ns=mtime_ns,
             )
+            return self._shown_upper(found.path, info)
 
     async def _touch_lower(
         self, found: _Found, atime_ns: int | None, mtime_ns: int | None
@@ -1331,6 +1356,8 @@ class CowFileSystem:
                 await self._copy_up(source.path)
             await self._upper_parents(target.path)
             await make_link(self._upper, source.path, target.path)
+            self._meta.linked(source.path, target.path)
+            await self._save()
 
     async def readlink(self, path: str) -> str:
         path = normalize_path(path)
@@ -1505,9 +1532,10 @@ _DURABLE_VERBS: dict[str, Callable[..., Any]] = {
 
 
 def _unlinked(info: FileInfo) -> FileInfo:
-    """A lower file's ``info`` without its ``file_id``: its names are copied up one at a time,
-    each on its own, so here they are not one file (a mount would serve them as one inode)."""
-    return replace(info, file_id=None)
+    """A lower file's ``info`` without its ``file_id`` and ``ino``: its names are copied up one
+    at a time, each on its own, so here they are not one file (a mount would serve them as one
+    inode, or show two files under one number)."""
+    return replace(info, file_id=None, ino=None)
 
 
 class _LowerFile(ForwardingFile):
@@ -1538,6 +1566,21 @@ class _LowerFile(ForwardingFile):
             if getattr(self._inner, "stat", None) is None:  # an upper whose files cannot say
                 return await self._cow.lstat(self.path)
         return await verb.call(self._inner, args)
+
+
+class _UpperFile(ForwardingFile):
+    """A handle on an upper file whose ``stat`` shows no inode number: the upper's own are not
+    unique beside the lower's, and the name a copy's kept number is recorded under may have
+    changed since the file was opened (a mount keeps the number it showed for the file)."""
+
+    __slots__ = ()
+
+    def __init__(self, file: OpenFile) -> None:
+        self._forward_to(file)
+
+    async def stat(self) -> FileInfo:
+        info: FileInfo = await self._inner.stat()  # type: ignore[attr-defined]
+        return info if info.ino is None else with_ino(info, None)
 
 
 async def _named_listing(

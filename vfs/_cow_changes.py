@@ -46,7 +46,6 @@ written before that stays.
 from __future__ import annotations
 
 import contextlib
-import difflib
 import errno
 import hashlib
 import os
@@ -289,6 +288,8 @@ def file_diff(
         return "".join(lines)
     if not old_text and not new_text:
         return "".join(lines)
+    import difflib  # (only a diff needs it: not imported by every process that loads vfs)
+
     hunks = list(difflib.unified_diff(_lines(old_text), _lines(new_text), from_name, to_name, n=3))
     for line in hunks:
         if line.endswith("\n"):
@@ -620,7 +621,7 @@ async def _forget_applied(cow: CowFileSystem, changes: list[TreeChange]) -> None
         digest = None if info.kind == "directory" else await _digest(lower, path, info.kind)
         meta.bases[path] = Stamp.of(info, digest)
         if (await upper.lstat(path)).exists:
-            meta.origins[path] = path
+            meta.copied(path, info)
     # Whiteouts with nothing left to hide (or only what the upper holds again) go.
     for hidden in sorted(meta.hidden, key=lambda p: (-p.count("/"), p)):
         if not any(is_under(hidden, t) or is_under(t, hidden) for t in touched):
@@ -660,7 +661,7 @@ async def _forget_applied(cow: CowFileSystem, changes: list[TreeChange]) -> None
             if not await same_content(upper, path, lower, path, up):
                 continue
             await upper.unlink(path)
-        meta.origins.pop(path, None)
+        meta.forget_upper(path, subtree=False)
         meta.bases.pop(path, None)
 
 

@@ -25,6 +25,14 @@ says otherwise. Everything here is plain data and synchronous decisions (no I/O)
     records ``P -> P``; a rename through the tree moves the record). ``changes()`` reports an
     upper path whose origin is elsewhere and gone from the merged view as ``renamed``.
 
+``inos``
+    For each upper path that descends from a lower entry, the inode number the lower entry
+    showed (``FileInfo.ino``), which the upper entry shows in its place, as overlayfs keeps an
+    origin's: a file keeps its number across its copy-up, so git's index of the host tree still
+    matches it. Recorded at a copy-up (:meth:`CowMeta.copied`) unless the lower file had several
+    names (each is a file of its own in this tree, shown without the lower's number); moved and
+    forgotten with ``origins``. An upper entry without one shows none (a mount numbers it).
+
 ``times``
     New times of lower files that were only touched (:class:`Touched`, a metadata-only copy-up):
     shown instead of the lower's own while the lower file is still the one touched (same kind,
@@ -151,7 +159,7 @@ class CowRefusedError(PathError, builtins.PermissionError):
         return f"refused: {self.path}: {self.reason}"
 
 
-Section = Literal["hidden", "bases", "origins", "times"]
+Section = Literal["hidden", "bases", "origins", "inos", "times"]
 V = TypeVar("V")
 S = TypeVar("S")
 
@@ -256,13 +264,14 @@ class CowMeta:
     """Whiteouts, bases, origins and times of one copy-on-write tree (see the module
     docstring)."""
 
-    __slots__ = ("bases", "dirty", "hidden", "origins", "times")
+    __slots__ = ("bases", "dirty", "hidden", "inos", "origins", "times")
 
     def __init__(self) -> None:
         self.dirty: set[tuple[Section, str]] = set()  # changed since the last save
         self.hidden = _Paths(self.dirty)
         self.bases: _Entries[Stamp | None] = _Entries("bases", self.dirty)
         self.origins: _Entries[str] = _Entries("origins", self.dirty)
+        self.inos: _Entries[int] = _Entries("inos", self.dirty)
         self.times: _Entries[Touched] = _Entries("times", self.dirty)
 
     def __repr__(self) -> str:
@@ -275,15 +284,17 @@ class CowMeta:
             meta.hidden.add(path)
         meta.bases.update(self.bases)
         meta.origins.update(self.origins)
+        meta.inos.update(self.inos)
         meta.times.update(self.times)
         meta.dirty.clear()
         return meta
 
     def same_as(self, other: CowMeta) -> bool:
-        return (self.hidden, self.bases, self.origins, self.times) == (
+        return (self.hidden, self.bases, self.origins, self.inos, self.times) == (
             other.hidden,
             other.bases,
             other.origins,
+            other.inos,
             other.times,
         )
 
@@ -313,6 +324,25 @@ class CowMeta:
     def origin(self, path: str) -> str | None:
         return self.origins.lookup(path)
 
+    def copied(self, path: str, lower: FileInfo) -> None:
+        """The upper's ``path`` is now a copy of the lower's entry there, whose ``lstat`` is
+        ``lower``: it descends from it and shows its inode number (see ``inos``)."""
+        self.origins[path] = path
+        ino = lower.ino
+        if ino is not None and (lower.kind == "directory" or (lower.nlink or 1) < 2):
+            self.inos[path] = ino
+        else:
+            self.inos.pop(path, None)
+
+    def linked(self, src: str, dst: str) -> None:
+        """The upper's ``dst`` is now another name of the upper file ``src``: it shows its
+        number."""
+        ino = self.inos.get(src)
+        if ino is None:
+            self.inos.pop(dst, None)
+        else:
+            self.inos[dst] = ino
+
     # -- changes ----------------------------------------------------------------------------
 
     def shadow(self, path: str, stamp: Stamp | None) -> None:
@@ -341,34 +371,27 @@ class CowMeta:
 
     def forget_upper(self, path: str, *, subtree: bool = True) -> None:
         """The upper no longer holds ``path`` (or, with ``subtree``, anything beneath it)."""
-        self.origins.pop(path, None)
-        if subtree:
-            for key in [p for p in self.origins if is_strictly_under(p, path)]:
-                del self.origins[key]
+        _forget(self.origins, path, subtree)
+        _forget(self.inos, path, subtree)
 
     def moved(self, src: str, dst: str) -> None:
         """The upper's ``src`` (and its subtree) is now at ``dst``; ``dst``'s subtree is gone."""
         self.forget_upper(dst)
         self.forget_times(dst)
-        for key in [p for p in self.origins if is_under(p, src)]:
-            self.origins[dst + key[len(src) :]] = self.origins.pop(key)
+        _move(self.origins, src, dst)
+        _move(self.inos, src, dst)
 
     def exchanged(self, a: str, b: str) -> None:
         """The upper's ``a`` and ``b`` swapped places."""
-        under_a = {k: v for k, v in self.origins.items() if is_under(k, a)}
-        under_b = {k: v for k, v in self.origins.items() if is_under(k, b)}
-        for key in [*under_a, *under_b]:
-            del self.origins[key]
-        for key, value in under_a.items():
-            self.origins[b + key[len(a) :]] = value
-        for key, value in under_b.items():
-            self.origins[a + key[len(b) :]] = value
+        _exchange(self.origins, a, b)
+        _exchange(self.inos, a, b)
 
     def entries(self) -> Iterator[str]:
         """Every path this record mentions (for tests and diagnostics)."""
         yield from self.hidden
         yield from self.bases
         yield from self.origins
+        yield from self.inos
         yield from self.times
 
     # -- persistence ------------------------------------------------------------------------
@@ -382,6 +405,7 @@ class CowMeta:
                 "hidden": sorted(self.hidden),
                 "bases": {path: _stamp_json(self.bases[path]) for path in sorted(self.bases)},
                 "origins": {path: self.origins[path] for path in sorted(self.origins)},
+                "inos": {path: self.inos[path] for path in sorted(self.inos)},
                 "times": {path: _touched_json(self.times[path]) for path in sorted(self.times)},
             },
             separators=(",", ":"),
@@ -400,6 +424,8 @@ class CowMeta:
             meta.bases[str(path)] = _stamp_of(stamp)
         for path, origin in data["origins"].items():
             meta.origins[str(path)] = str(origin)
+        for path, ino in data.get("inos", {}).items():
+            meta.inos[str(path)] = int(ino)
         for path, touched in data.get("times", {}).items():
             meta.times[str(path)] = _touched_of(touched)
         meta.dirty.clear()
@@ -420,7 +446,7 @@ class CowMeta:
                 elif section == "times":
                     line = [section, path, _touched_json(self.times[path])]
                 else:
-                    line = [section, path, self.origins[path]]
+                    line = [section, path, entries[path]]  # an origin (str) or an ino (int)
             lines.append(json.dumps(line, separators=(",", ":")) + "\n")
         self.dirty.clear()
         return "".join(lines)
@@ -438,7 +464,7 @@ class CowMeta:
                     self.hidden.discard(path)
                 else:
                     self.hidden.add(path)
-            elif section in ("bases", "origins", "times"):
+            elif section in ("bases", "origins", "inos", "times"):
                 entries: _Entries[Any] = getattr(self, section)
                 if gone:
                     entries.pop(path, None)
@@ -446,8 +472,37 @@ class CowMeta:
                     entries[path] = _stamp_of(line[2])
                 elif section == "times":
                     entries[path] = _touched_of(line[2])
+                elif section == "inos":
+                    entries[path] = int(line[2])
                 else:
                     entries[path] = str(line[2])
             else:
                 raise ValueError(f"not a line of a copy-on-write journal: {text!r}")
         self.dirty.clear()
+
+
+_V = TypeVar("_V")
+
+
+def _forget(record: MutableMapping[str, _V], path: str, subtree: bool) -> None:
+    record.pop(path, None)
+    if subtree:
+        for key in [p for p in record if is_strictly_under(p, path)]:
+            del record[key]
+
+
+def _move(record: MutableMapping[str, _V], src: str, dst: str) -> None:
+    for key in [p for p in record if is_under(p, src)]:
+        record[dst + key[len(src) :]] = record.pop(key)
+
+
+def _exchange(record: MutableMapping[str, _V], a: str, b: str) -> None:
+    """Swap what ``record`` holds beneath ``a`` and beneath ``b``."""
+    under_a = {k: v for k, v in record.items() if is_under(k, a)}
+    under_b = {k: v for k, v in record.items() if is_under(k, b)}
+    for key in [*under_a, *under_b]:
+        del record[key]
+    for key, value in under_a.items():
+        record[b + key[len(a) :]] = value
+    for key, value in under_b.items():
+        record[a + key[len(b) :]] = value

@@ -182,15 +182,15 @@ from ._watch import Observers
 _HOST_NODE_TYPES = frozenset({"fifo", "socket"})  # device nodes are emulated: DirFileSystem.mknod
 
 
-def _info_at(st: os.stat_result, dirfd: int, name: str) -> FileInfo:
+def _info_at(st: os.stat_result, dirfd: int, name: str, dev: int) -> FileInfo:
     """The FileInfo of the entry ``name`` in ``dirfd`` that ``st`` describes (an emulated device
-    node shown as one)."""
-    info = file_info(st)
+    node shown as one), with its host inode number if it is on device ``dev`` (the root's)."""
+    info = file_info(st, dev)
     return as_node(info, f"/proc/self/fd/{dirfd}/{name}") if is_node_placeholder(st) else info
 
 
-def _info_fd(st: os.stat_result, fd: int) -> FileInfo:
-    info = file_info(st)
+def _info_fd(st: os.stat_result, fd: int, dev: int) -> FileInfo:
+    info = file_info(st, dev)
     return as_node(info, f"/proc/self/fd/{fd}", follow=True) if is_node_placeholder(st) else info
 
 
@@ -270,6 +270,7 @@ class DirFileSystem:
         "__weakref__",
         "_close",
         "_cross_mounts",
+        "_dev",
         "_dirs",
         "_guard_snapshot",
         "_guard_view",
@@ -305,6 +306,9 @@ class DirFileSystem:
         except OSError as error:
             raise os_error(error, host) from None
         self._root = root
+        # Entries on the root's device show their host inode numbers (FileInfo.ino): unique
+        # there, while another device below (a btrfs subvolume, a crossed mount) reuses them.
+        self._dev = os.fstat(root).st_dev
         self._dirs: OrderedDict[str, _CachedDir] = OrderedDict()
         self._close = weakref.finalize(self, _close_all, root, self._dirs)
         self._real = _fd_path(root, host)
@@ -334,6 +338,7 @@ class DirFileSystem:
         view = object.__new__(DirFileSystem)
         root = os.dup(self._root)
         view._root = root
+        view._dev = self._dev
         view._dirs = self._dirs  # shared for forgetting only: strict lookups never use it
         view._close = weakref.finalize(view, _close_all, root, OrderedDict())
         view._real = self._real
@@ -404,7 +409,7 @@ class DirFileSystem:
                 with self._at(path, None, looking=True) as (dirfd, name):
                     found = os.stat(name, dir_fd=dirfd, follow_symlinks=False)
                     if not stat.S_ISLNK(found.st_mode):
-                        return _info_at(found, dirfd, name)
+                        return _info_at(found, dirfd, name, self._dev)
             except OSError as error:
                 if error.errno in _MISSING:
                     return MISSING
@@ -418,7 +423,7 @@ class DirFileSystem:
                 return MISSING
             raise os_error(error, path) from None
         try:
-            return _info_fd(os.fstat(fd), fd)
+            return _info_fd(os.fstat(fd), fd, self._dev)
         finally:
             os.close(fd)
 
@@ -541,7 +546,7 @@ class DirFileSystem:
             if fast is not None:
                 # One fstatat in the (cached) parent directory.
                 found = os.stat(fast[1], dir_fd=fast[0], follow_symlinks=False)
-                return _info_at(found, fast[0], fast[1])
+                return _info_at(found, fast[0], fast[1], self._dev)
             # The entry itself, resolved once under the confinement rules with a final symlink
             # not followed, then fstat: fewer calls than resolving the parent and, under a
             # guard, checking the final name for a mount crossing separately.
@@ -553,7 +558,7 @@ class DirFileSystem:
                 return MISSING
             raise os_error(error, path) from None
         try:
-            return _info_fd(os.fstat(fd), fd)
+            return _info_fd(os.fstat(fd), fd, self._dev)
         finally:
             os.close(fd)
 
@@ -577,7 +582,7 @@ class DirFileSystem:
                 return []
             raise os_error(error, path) from None
         try:
-            return list_info_fd(fd, guard, canonical, known)
+            return list_info_fd(fd, guard, canonical, known, self._dev)
         except OSError as error:
             raise os_error(error, path) from None
         finally:
@@ -630,7 +635,7 @@ class DirFileSystem:
             await self._observers.emit(path, "entry")
         elif truncate:
             await self._observers.emit(path, "content")
-        return DiskFile(fd, path, self._observers, read_only=self._read_only)
+        return DiskFile(fd, path, self._observers, read_only=self._read_only, dev=self._dev)
 
     async def mkdir(
         self, path: str, mode: int = 0o755, *, uid: int | None = None, gid: int | None = None
@@ -748,7 +753,7 @@ class DirFileSystem:
                         mtime_ns = now.st_mtime_ns if mtime_ns is None else mtime_ns
                     os.utime(name, ns=(atime_ns, mtime_ns), dir_fd=dirfd, follow_symlinks=False)
                 found = os.stat(name, dir_fd=dirfd, follow_symlinks=False)
-                info = _info_at(found, dirfd, name)
+                info = _info_at(found, dirfd, name, self._dev)
         except OSError as error:
             raise os_error(error, path) from None
         if size is not None:
@@ -1241,9 +1246,12 @@ class DiskFile:
     """An open file of a :class:`DirFileSystem`: a real descriptor, so it keeps reading and
     writing the file it opened after a rename or unlink of its name."""
 
-    __slots__ = ("_fd", "_in_memory", "_observers", "_path", "_read_only")
+    __slots__ = ("_dev", "_fd", "_in_memory", "_observers", "_path", "_read_only")
 
-    def __init__(self, fd: int, path: str, observers: Observers, *, read_only: bool) -> None:
+    def __init__(
+        self, fd: int, path: str, observers: Observers, *, read_only: bool, dev: int = -1
+    ) -> None:
+        self._dev = dev  # the tree's root device: stat shows host inode numbers of files there
         self._fd = fd
         self._in_memory: bool | None = None  # on tmpfs/ramfs (decided at the first fsync)
         self._path = path
@@ -1285,7 +1293,7 @@ class DiskFile:
 
     async def stat(self) -> FileInfo:
         try:
-            return file_info(os.fstat(self._live()))
+            return file_info(os.fstat(self._live()), self._dev)
         except OSError as error:
             raise os_error(error, self._path) from None
 

@@ -306,8 +306,9 @@ def kind_of(mode: int) -> Kind:
 _KIND_OF_TYPE: dict[int, Kind] = {stat.S_IFDIR: "directory", stat.S_IFLNK: "symlink"}
 
 
-def file_info(st: os.stat_result) -> FileInfo:
-    """A :class:`FileInfo` holding everything ``st`` says (built for every lstat: kept lean)."""
+def file_info(st: os.stat_result, dev: int = -1) -> FileInfo:
+    """A :class:`FileInfo` holding everything ``st`` says (built for every lstat: kept lean),
+    with its host inode number as ``ino`` when it is on device ``dev`` (a tree's root's)."""
     mode = st.st_mode
     fmt = stat.S_IFMT(mode)
     special = SPECIAL_OF_TYPE_BITS.get(fmt)
@@ -327,6 +328,7 @@ def file_info(st: os.stat_result) -> FileInfo:
         # Which host file (names of one file share it; a replaced file gets another).
         None if fmt == stat.S_IFDIR else st.st_dev << 64 | st.st_ino,
         st.st_blocks,
+        st.st_ino if st.st_dev == dev else None,
     )
 
 
@@ -707,6 +709,7 @@ def list_info_fd(
     guard: GuardView | None = None,
     base: str = "/",
     known: Mapping[str, FileInfo] | None = None,
+    home_dev: int = -1,
 ) -> list[tuple[str, FileInfo]]:
     """The direct children of the (readable) directory ``fd`` with their ``lstat``, by name.
 
@@ -715,7 +718,8 @@ def list_info_fd(
     dropped by the identity and tree path ``readdir`` reports, before anything is ``stat``ed, so
     the listing never touches a guarded mount. Entries that vanish meanwhile are left out.
     An entry named in ``known`` whose inode ``readdir`` reports as that FileInfo's ``file_id``
-    answers it unexamined (see :class:`vfs.ListsReusing`).
+    answers it unexamined (see :class:`vfs.ListsReusing`). Entries on device ``home_dev`` show
+    their host inode numbers (:func:`file_info`).
     """
     found: list[tuple[str, FileInfo]] = []
     identities = guard.identities if guard is not None else frozenset()
@@ -737,7 +741,7 @@ def list_info_fd(
                 st = entry.stat(follow_symlinks=False)
             except builtins.FileNotFoundError:
                 continue  # removed while we listed
-            info = file_info(st)
+            info = file_info(st, home_dev)
             if is_node_placeholder(st):
                 info = as_node(info, f"/proc/self/fd/{fd}/{name}")
             found.append((name, info))

@@ -12,17 +12,24 @@ change the answer (:func:`grep_block`). :class:`LineGrep` does it for a file rea
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-
-from wcmatch import glob as _wcglob
+from typing import Any
 
 from ._content import looks_binary
 from ._errors import InvalidGrepPatternError
 from ._lines import LineBlocks, last_line, normalized, split_lines
 
-_GLOB_FLAGS = _wcglob.GLOBSTAR | _wcglob.BRACE | _wcglob.DOTGLOB | _wcglob.NOUNIQUE
+
+@functools.cache
+def _wcglob() -> tuple[Any, int]:
+    """wcmatch's glob module and our flags, imported at the first glob (a process that never
+    matches one, ``mountd run``'s, does not pay for the import)."""
+    from wcmatch import glob
+
+    return glob, glob.GLOBSTAR | glob.BRACE | glob.DOTGLOB | glob.NOUNIQUE
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,11 +50,12 @@ def compile_glob(pattern: str) -> GlobPlan:
     pattern = pattern.lstrip("/")
     while pattern.startswith("./"):
         pattern = pattern[2:]
-    matcher = _wcglob.compile(pattern, flags=_GLOB_FLAGS)
+    wcglob, flags = _wcglob()
+    matcher = wcglob.compile(pattern, flags=flags)
     segments = [s for s in pattern.split("/") if s]
     literal: list[str] = []
     for segment in segments:
-        if _wcglob.is_magic(segment, flags=_GLOB_FLAGS):
+        if wcglob.is_magic(segment, flags=flags):
             break
         literal.append(segment)
     unbounded = any("**" in segment for segment in segments) or "{" in pattern
@@ -67,7 +75,8 @@ def compile_grep_glob(glob: str | None) -> Callable[[str], bool] | None:
     if not glob:
         return None
     if "/" not in glob.strip("/"):
-        name_match = _wcglob.compile(glob.strip("/"), flags=_GLOB_FLAGS).match
+        wcglob, flags = _wcglob()
+        name_match = wcglob.compile(glob.strip("/"), flags=flags).match
         return lambda rel: name_match(rel.rsplit("/", 1)[-1])
     return compile_glob(glob).match
 

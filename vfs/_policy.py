@@ -63,8 +63,6 @@ from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, TypeAlias, cast
 
-import pathspec
-
 from ._errors import PathError, PermissionDeniedError
 from ._forward import ForwardingTree, Verb
 from ._match import compile_grep
@@ -139,6 +137,8 @@ class Policy:
             raise ValueError(
                 f"default must be one of {', '.join(ACCESS_LEVELS)}, not {self.default!r}"
             )
+        import pathspec  # (here: a process that makes no policy does not pay for its import)
+
         compiled = []
         for rule in self.rules:
             spec = pathspec.GitIgnoreSpec.from_lines([rule.pattern])

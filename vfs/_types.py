@@ -84,6 +84,14 @@ class FileInfo:
     only once a file has several names). :attr:`linked_id` is it while the file has several.
     ``blocks`` is the space the file takes, in 512-byte units, where the tree knows it (a sparse
     file's holes take none); ``None``: its size says.
+
+    ``ino`` is the inode number the file shows through a mount (``st_ino``), where the tree
+    keeps one: every name of one file answers the same, and no two files of the tree that exist
+    at once answer the same (``dir_fs``: the host's, for entries on its root's device; ``cow_fs``:
+    the lower's, which the upper copy keeps, except for a lower file with several names: each
+    is a file of its own there). ``None``: a mount numbers the file itself. A file
+    keeps its number while it lives (writes, renames, a copy-up), so what recorded it on the
+    host (git's index) still matches through a mount.
     """
 
     kind: Kind
@@ -100,6 +108,7 @@ class FileInfo:
     rdev: int = 0
     file_id: int | None = None
     blocks: int | None = None
+    ino: int | None = None
 
     # Written out instead of generated: a FileInfo is built for every stat a mount answers (and
     # every entry of a listing), and the generated __init__ of a frozen class sets each field
@@ -122,6 +131,7 @@ class FileInfo:
         rdev: int = 0,
         file_id: int | None = None,
         blocks: int | None = None,
+        ino: int | None = None,
     ) -> None:
         if mtime_ns is None:
             mtime_ns = round(mtime * 1_000_000_000)
@@ -146,6 +156,7 @@ class FileInfo:
                     rdev,
                     file_id,
                     blocks,
+                    ino,
                 ),
                 strict=True,
             ):
@@ -167,6 +178,7 @@ class FileInfo:
         unfrozen.rdev = rdev
         unfrozen.file_id = file_id
         unfrozen.blocks = blocks
+        unfrozen.ino = ino
         unfrozen.__class__ = FileInfo  # type: ignore[assignment]
 
     @property
@@ -189,6 +201,28 @@ _FILEINFO_SETTERS: tuple[Callable[[FileInfo, Any], None], ...] = tuple(
 )
 
 
+def with_ino(info: FileInfo, ino: int | None) -> FileInfo:
+    """``info`` showing inode number ``ino`` (``dataclasses.replace`` costs several times more,
+    and a copy-on-write tree answers this for every upper entry it shows)."""
+    return FileInfo(
+        info.kind,
+        info.size,
+        info.mtime,
+        info.mode,
+        info.mtime_ns,
+        info.uid,
+        info.gid,
+        info.atime_ns,
+        info.ctime_ns,
+        info.nlink,
+        info.special,
+        info.rdev,
+        info.file_id,
+        info.blocks,
+        ino,
+    )
+
+
 class _FileInfoFields:
     """FileInfo's slots without the frozen ``__setattr__``: what ``FileInfo.__init__`` fills."""
 
@@ -207,6 +241,7 @@ class _FileInfoFields:
     rdev: int
     file_id: int | None
     blocks: int | None
+    ino: int | None
 
 
 _set_class = object.__setattr__

@@ -9,6 +9,8 @@ outside ``vfs`` imports ``vfs._*`` (ruff's banned-API rule holds ``mountd``, ``m
 ``bench`` to it).
 """
 
+import typing as _typing
+
 from ._audit import AuditedFileSystem
 from ._capabilities import (
     ListReusing,
@@ -27,10 +29,8 @@ from ._disk import guard_mountpoint, release_mountpoint
 from ._empty import EmptyFileSystem
 from ._forward import FILE_VERBS, TREE_VERBS, ForwardingFile, ForwardingTree, PathArg, Verb
 from ._frozen import FrozenDir, page_space
-from ._host import HostFileSystem
-from ._local import LocalFileSystem
+from ._lazy import lazy_names as _lazy_names
 from ._mounts import MountEntry, parse_mountinfo, read_mountinfo
-from ._overlay import OverlayFileSystem
 from ._pages import NoSpace, Pages, Usage
 from ._paths import (
     NAME_MAX,
@@ -45,7 +45,6 @@ from ._paths import (
 )
 from ._posix_view import PosixView
 from ._resolve import SYMLOOP_MAX, Lstat, Readlink, Resolved, drive, drive_sync, resolution
-from ._s3 import DEFAULT_PART_SIZE
 from ._temp import TempFileSystem, TempOpenFile
 from ._types import (
     SPECIAL_OF_TYPE_BITS,
@@ -56,6 +55,24 @@ from ._types import (
 )
 from ._union import UnionFileSystem
 from ._watch import Observers
+
+if _typing.TYPE_CHECKING:
+    from ._host import HostFileSystem
+    from ._local import LocalFileSystem
+    from ._overlay import OverlayFileSystem
+    from ._s3 import DEFAULT_PART_SIZE
+
+# Imported on first use, as in vfs (see vfs._lazy).
+__getattr__ = _lazy_names(
+    globals(),
+    __name__,
+    {
+        "HostFileSystem": "._host",
+        "LocalFileSystem": "._local",
+        "OverlayFileSystem": "._overlay",
+        "DEFAULT_PART_SIZE": "._s3",
+    },
+)
 
 __all__ = [
     "DEFAULT_PART_SIZE",

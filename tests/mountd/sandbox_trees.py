@@ -3,7 +3,9 @@
 ``git_repo`` makes a real git repository on the host; ``manifest`` describes a directory (kind,
 mode, content hash or link target of every entry) so two trees can be compared byte for byte;
 ``repository_in_memory`` is a mount builder: a host repository copied into ``temp_fs``, under the
-repository policy, audited into a JSON-lines file.
+repository policy, audited into a JSON-lines file; ``default_mount`` builds the tree ``mountd
+mount`` serves by default (``default_mount_recording_opens``: and records which files the mount
+opened).
 """
 
 from __future__ import annotations
@@ -12,10 +14,13 @@ import hashlib
 import os
 import stat
 import subprocess
+from collections.abc import Awaitable
 from pathlib import Path
+from typing import Any
 
 import vfs
 from vfs._audit import AuditLog, audited_fs
+from vfs._forward import ForwardingTree, Verb
 from vfs._policy import policy_fs, repository_policy
 
 GIT_ENV = {
@@ -120,3 +125,35 @@ def repository_in_memory(host: str, audit: str) -> vfs.FileSystem:
             files["/" + os.path.relpath(path, host)] = Path(path).read_bytes()
     tree = policy_fs(vfs.temp_fs(files), repository_policy())
     return audited_fs(tree, AuditLog(audit))
+
+
+def default_mount(host: str, upper: str) -> vfs.FileSystem:
+    """Mount builder: what ``mountd mount`` serves without a spec over the directory ``host``
+    (copy-on-write, the repository policy, an audit log beside ``upper``, the turn root's
+    /tmp), its changes in ``upper``."""
+    from mountd._run import default_tree
+    from vfs.turns import turn_root
+
+    tree = default_tree(host, Path(upper))[0]
+    return turn_root(audited_fs(tree, AuditLog(upper + ".audit.jsonl")))
+
+
+class _OpenRecorder(ForwardingTree):
+    """A tree that appends the path of every ``open`` and ``read`` of it to a file (one line
+    each): which files' bytes a mount of it fetched, since the mount opens a file before it
+    reads it."""
+
+    def __init__(self, inner: vfs.FileSystem, log: str) -> None:
+        self._log = log
+        self._forward_to(inner)
+
+    def _around(self, verb: Verb, args: tuple[Any, ...]) -> Awaitable[Any]:
+        if verb.name in ("open", "read"):
+            with open(self._log, "a") as log:
+                log.write(f"{args[0]}\n")
+        return verb.call(self._inner, args)  # type: ignore[no-any-return]
+
+
+def default_mount_recording_opens(host: str, upper: str, log: str) -> vfs.FileSystem:
+    """:func:`default_mount` recording every path opened or read through it in ``log``."""
+    return _OpenRecorder(default_mount(host, upper), log)

@@ -9,7 +9,7 @@ links, renames over files, truncations), and as often writes that keep a file's 
 creations beside it; after the steps it marks, and at the end, every entry is
 listed through the mount (a READDIRPLUS whenever the kernel dropped the directory's listing) and
 stated, and compared with ``lstat`` of the host file: everything but the access time (reads
-through the mount move the host's; the kernel keeps its own) and the inode numbers. Not after
+through the mount move the host's; the kernel keeps its own), inode numbers included. Not after
 every step: a stat makes the mount learn the file afresh, which would hide a change it forgot
 until the next listing.
 """
@@ -30,7 +30,16 @@ from .test_differential import MAX_EXAMPLES, PATHS, SEED, Create, Op, Place, Wri
 
 pytestmark = [pytest.mark.mount, pytest.mark.timeout(300)]
 
-FIELDS = ("st_mode", "st_nlink", "st_uid", "st_gid", "st_size", "st_mtime_ns", "st_ctime_ns")
+FIELDS = (
+    "st_ino",
+    "st_mode",
+    "st_nlink",
+    "st_uid",
+    "st_gid",
+    "st_size",
+    "st_mtime_ns",
+    "st_ctime_ns",
+)
 
 
 def shown(base: Path) -> dict[str, tuple[int, ...]]:

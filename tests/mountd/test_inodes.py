@@ -6,7 +6,7 @@ import hypothesis.strategies as st
 from hypothesis import settings
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from mountd._inodes import ROOT_INODE, InodeTable, Node, child_path
+from mountd._inodes import OWN_INO_BASE, ROOT_INODE, InodeTable, Node, child_path, shown_ino
 from vfs import FileInfo
 
 FILE = FileInfo("file", size=3)
@@ -32,6 +32,22 @@ def test_a_path_keeps_its_number_while_the_kernel_holds_it() -> None:
     assert table.path(b) == "/a/b.txt"
     assert table.resolve("/a/b.txt") is b
     assert child_path(table, a, "c") == "/a/c"
+
+
+def test_stat_shows_the_tree_number_else_one_of_the_mount_s_own() -> None:
+    table = InodeTable()
+    host = table.remember(table.root, "host", FileInfo("file", ino=1234))
+    new = table.remember(table.root, "new", FILE)
+    huge = table.remember(table.root, "huge", FileInfo("file", ino=OWN_INO_BASE + 5))
+    assert shown_ino(host, host.info) == 1234
+    assert shown_ino(new, new.info) == OWN_INO_BASE + new.ino
+    assert shown_ino(huge, huge.info) == OWN_INO_BASE + huge.ino  # never in the mount's range
+    # A tree that says nothing now (an open file's stat) leaves the number as it was; one
+    # that says another (the file replaced on the host) moves it.
+    assert shown_ino(host, FILE) == 1234
+    assert shown_ino(host, FileInfo("file", ino=99)) == 99
+    assert shown_ino(new, FILE) == OWN_INO_BASE + new.ino
+    assert shown_ino(table.root, None) == OWN_INO_BASE + ROOT_INODE
 
 
 def test_forget_drops_a_node_and_numbers_are_never_reused() -> None:

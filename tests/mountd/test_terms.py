@@ -14,7 +14,9 @@ from mountd._attrs import AttrPolicy, OwnerMap
 from mountd._terms import FuseFeatures, Terms, TreeFeatures, negotiate
 from tests.vfs.eightverb import EightVerbTree
 
-PATCHED = FuseFeatures(list_by_inode=True, own_page_cache=True, files_by_inode=True)
+PATCHED = FuseFeatures(
+    list_by_inode=True, own_page_cache=True, files_by_inode=True, own_inode_numbers=True
+)
 WRITES_THROUGH = TreeFeatures(buffers_writes=False, lists_reusing=True)
 
 _SWITCHES = (
@@ -29,7 +31,7 @@ _SWITCHES = (
 
 def _every_combination() -> list[tuple[MountOptions, FuseFeatures, TreeFeatures]]:
     """Every option switch that feeds a term, both attribute timeouts that matter, every
-    pyfuse3 ability and every tree ability: 2**12 combinations."""
+    pyfuse3 ability and every tree ability: 2**13 combinations."""
     combinations = []
     for switches in itertools.product((False, True), repeat=len(_SWITCHES)):
         for attr_timeout in (0.0, 300.0):
@@ -37,7 +39,7 @@ def _every_combination() -> list[tuple[MountOptions, FuseFeatures, TreeFeatures]
             if chosen["writeback"] and attr_timeout == 0:
                 continue  # refused by MountOptions itself
             options = MountOptions(attr_timeout=attr_timeout, **chosen)
-            for fuse in itertools.product((False, True), repeat=3):
+            for fuse in itertools.product((False, True), repeat=4):
                 for tree in itertools.product((False, True), repeat=2):
                     combinations.append((options, FuseFeatures(*fuse), TreeFeatures(*tree)))
     return combinations
@@ -47,8 +49,8 @@ COMBINATIONS = _every_combination()
 
 
 def test_the_combinations_cover_every_input() -> None:
-    # 2**6 switches by two timeouts, less writeback without attribute caching; 2**3 and 2**2.
-    assert len(COMBINATIONS) == (2**6 * 2 - 2**5) * 2**3 * 2**2
+    # 2**6 switches by two timeouts, less writeback without attribute caching; 2**4 and 2**2.
+    assert len(COMBINATIONS) == (2**6 * 2 - 2**5) * 2**4 * 2**2
 
 
 @pytest.mark.parametrize("term", [f.name for f in fields(Terms)])
@@ -72,6 +74,7 @@ def test_each_term_holds_exactly_when_everything_it_needs_does(term: str) -> Non
             "reuses_attributes": (
                 options.reuse_known_attributes and options.attr_timeout > 0 and tree.lists_reusing
             ),
+            "shows_tree_inos": fuse.own_inode_numbers,
         }[term]
         assert getattr(terms, term) is expected, (options, fuse, tree)
 
@@ -91,6 +94,7 @@ def test_a_stock_pyfuse3_gets_the_stock_behaviour() -> None:
         terms = negotiate(options, FuseFeatures(), tree)
         assert terms.kernel_drops_pages
         assert not (terms.files_by_inode or terms.complete_pages or terms.listings_by_inode)
+        assert not terms.shows_tree_inos
 
 
 def test_the_default_terms_are_the_default_options_with_nothing_to_help() -> None:
@@ -105,6 +109,7 @@ def test_the_default_options_over_a_write_through_tree_take_every_shortcut() -> 
         complete_pages=True,
         listings_by_inode=True,
         reuses_attributes=True,
+        shows_tree_inos=True,
     )
 
 

@@ -888,6 +888,54 @@ def test_durable_upper_survives_a_restart(backend: str, tmp_path: Path) -> None:
     run(backend, main)
 
 
+def test_a_copy_shows_the_lower_inode_number_an_upper_file_none(
+    backend: str, tmp_path: Path
+) -> None:
+    """FileInfo.ino: a lower entry's host number, kept by its copy (across a rename, a link,
+    a restart over the durable upper); none for what the upper made, nor for a copy of a file
+    the lower had several names of; never the upper's own numbers (an open file's ``stat``
+    included)."""
+
+    async def main() -> None:
+        host = write_host_tree(tmp_path / "lower", SEED)
+        os.link(host / "b.txt", host / "b-too")
+        (tmp_path / "upper").mkdir()
+        lower = vfs.dir_fs(host, read_only=True)
+        cow = cow_fs(lower, vfs.dir_fs(tmp_path / "upper"))
+        number = {p: os.lstat(host / p[1:]).st_ino for p in ("/a.txt", "/d", "/d/x.txt", "/b.txt")}
+        assert (await cow.lstat("/a.txt")).ino == number["/a.txt"]
+        await cow.write("/a.txt", "changed\n")
+        handle = await cow.open("/d/x.txt", write=True)  # a copy-up of the file and of /d
+        await handle.write(0, b"X")
+        assert (await handle.stat()).ino is None  # the handle cannot say: a mount keeps its own
+        await handle.close()
+        await cow.rename("/d/x.txt", "/moved.txt")
+        await cow.link("/a.txt", "/a-again")
+        await cow.write("/b.txt", "one name of two\n")
+        await cow.write("/new.txt", "new\n")
+        await cow.mkdir("/newdir")
+
+        async def check(tree: vfs.PosixFileSystem) -> None:
+            assert (await tree.lstat("/a.txt")).ino == number["/a.txt"]
+            assert (await tree.lstat("/a-again")).ino == number["/a.txt"]
+            assert (await tree.lstat("/d")).ino == number["/d"]
+            assert (await tree.lstat("/moved.txt")).ino == number["/d/x.txt"]
+            assert (await tree.lstat("/b.txt")).ino is None
+            assert (await tree.lstat("/b-too")).ino is None  # two names, two files here
+            assert (await tree.lstat("/new.txt")).ino is None
+            assert (await tree.lstat("/newdir")).ino is None
+            listed = {e.path: i.ino for e, i in await tree.list_info("/")}  # type: ignore[attr-defined]
+            assert listed["/a.txt"] == number["/a.txt"] and listed["/new.txt"] is None
+
+        await check(cow)
+        await check(cow_fs(lower, vfs.dir_fs(tmp_path / "upper")))  # the record is durable
+        await cow.delete("/moved.txt")
+        await cow.write("/moved.txt", "another file\n")
+        assert (await cow.lstat("/moved.txt")).ino is None
+
+    run(backend, main)
+
+
 def test_apply_to_a_host_directory(backend: str, tmp_path: Path) -> None:
     async def main() -> None:
         host = write_host_tree(tmp_path / "repo", SEED)
@@ -927,6 +975,17 @@ def test_stamp_and_meta_round_trip(backend: str) -> None:
     assert again.hides("/a/x/y") and not again.hides("/ab")
     meta.moved("/n", "/m")
     assert meta.origins == {"/m": "/f"}
+    meta.copied("/c", vfs.FileInfo("file", nlink=1, ino=77))
+    meta.copied("/two-names", vfs.FileInfo("file", nlink=2, ino=78))
+    meta.copied("/dir", vfs.FileInfo("directory", nlink=3, ino=79))
+    meta.linked("/c", "/c2")
+    assert meta.inos == {"/c": 77, "/c2": 77, "/dir": 79}
+    assert CowMeta.loads(meta.dumps()).inos == meta.inos
+    meta.exchanged("/c", "/dir")
+    assert meta.inos == {"/c": 79, "/c2": 77, "/dir": 77}
+    meta.moved("/dir", "/c2")
+    meta.forget_upper("/c")
+    assert meta.inos == {"/c2": 77}
     with pytest.raises(ValueError, match="known version"):
         CowMeta.loads('{"version": 99}')
 

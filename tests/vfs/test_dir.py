@@ -841,7 +841,12 @@ def test_lstat_has_every_field(backend: str, tmp_path: Path) -> None:
             nlink=1,
             file_id=real.st_dev << 64 | real.st_ino,
             blocks=real.st_blocks,
+            ino=real.st_ino,
         )
+        assert (await fs.lstat("/")).ino == os.lstat(root).st_ino
+        handle = await fs.open("/f")
+        assert (await handle.stat()).ino == real.st_ino  # an open file says the same
+        await handle.close()
         link = await fs.lstat("/l")
         assert (link.kind, link.size) == ("symlink", 1)
         assert (await fs.stat("/l")).kind == "file"
