@@ -121,6 +121,7 @@ from vfs.lowlevel import (
     make_node,
     open_file_info,
     parent_path,
+    resized,
 )
 
 from ._attrs import BLOCK_SIZE, AttrPolicy
@@ -782,7 +783,7 @@ class Operations(pyfuse3.Operations):
         end = off + done
         if node.info is not None and end > node.info.size:
             # What a detached inode answers; cheap to keep for all (only when the file grows).
-            node.info = _resized(node.info, end)
+            node.info = resized(node.info, end)
         self.pages.wrote(node, off, end)
         return done
 
@@ -995,26 +996,6 @@ def _rename_flags(flags: int) -> tuple[bool, bool]:
     if flags & ~known or (noreplace and exchange):
         raise _fuse_error(errno.EINVAL)
     return noreplace, exchange
-
-
-def _resized(info: FileInfo, size: int) -> FileInfo:
-    """``info`` with another size (``dataclasses.replace`` costs several times more, and a
-    sequential writer grows its file on every request)."""
-    return FileInfo(
-        info.kind,
-        size,
-        info.mtime,
-        info.mode,
-        info.mtime_ns,
-        info.uid,
-        info.gid,
-        info.atime_ns,
-        info.ctime_ns,
-        info.nlink,
-        info.special,
-        info.rdev,
-        ino=info.ino,
-    )
 
 
 def _apply(info: FileInfo, changes: dict[str, int], size: int | None) -> FileInfo:

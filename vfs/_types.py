@@ -204,9 +204,21 @@ _FILEINFO_SETTERS: tuple[Callable[[FileInfo, Any], None], ...] = tuple(
 def with_ino(info: FileInfo, ino: int | None) -> FileInfo:
     """``info`` showing inode number ``ino`` (``dataclasses.replace`` costs several times more,
     and a copy-on-write tree answers this for every upper entry it shows)."""
+    return _rebuilt(info, info.size, info.file_id, info.blocks, ino)
+
+
+def resized(info: FileInfo, size: int) -> FileInfo:
+    """``info`` of a file grown or cut to ``size`` (a sequential writer's, on every request): its
+    stored blocks unknown, and no ``file_id``, as the mount's own record of it."""
+    return _rebuilt(info, size, None, None, info.ino)
+
+
+def _rebuilt(
+    info: FileInfo, size: int, file_id: int | None, blocks: int | None, ino: int | None
+) -> FileInfo:
     return FileInfo(
         info.kind,
-        info.size,
+        size,
         info.mtime,
         info.mode,
         info.mtime_ns,
@@ -217,8 +229,8 @@ def with_ino(info: FileInfo, ino: int | None) -> FileInfo:
         info.nlink,
         info.special,
         info.rdev,
-        info.file_id,
-        info.blocks,
+        file_id,
+        blocks,
         ino,
     )
 

@@ -52,6 +52,7 @@ from ._types import (
     ChangeCallback,
     DirListing,
     NamedListing,
+    resized,
 )
 from ._union import UnionFileSystem
 from ._watch import Observers
@@ -130,6 +131,7 @@ __all__ = [
     "parse_mountinfo",
     "read_mountinfo",
     "release_mountpoint",
+    "resized",
     "resolution",
     "select_changes",
     "split_path",
