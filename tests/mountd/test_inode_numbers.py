@@ -24,19 +24,11 @@ from mountd._terms import FuseFeatures
 
 from .mounting import mount_process, mount_root
 from .sandbox_trees import default_mount, default_mount_recording_opens, git, git_env
+from .test_host_attrs import FIELDS
 
 pytestmark = pytest.mark.mount
 
-SAME = (
-    "st_ino",
-    "st_mode",
-    "st_nlink",
-    "st_uid",
-    "st_gid",
-    "st_size",
-    "st_mtime_ns",
-    "st_ctime_ns",
-)
+SAME = FIELDS  # what a mount of a host directory shows as the host does
 
 
 def project(root: Path) -> Path:
