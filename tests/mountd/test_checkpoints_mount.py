@@ -235,7 +235,7 @@ def test_a_daemon_killed_mid_checkpoint_loses_no_recorded_checkpoint(
 
 @pytest.mark.mount
 def test_run_rewinds_a_failed_command(repository: Path) -> None:
-    env = "--env", "PYTHONDONTWRITEBYTECODE"
+    env = "--env", "PYTHONDONTWRITEBYTECODE=1"
     failed = mountd(
         "run",
         *env,
