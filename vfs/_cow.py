@@ -583,7 +583,7 @@ class CowFileSystem:
             if real == ROOT:
                 names.pop(RESERVED_NAME, None)
         if not self._meta.hides(real):
-            hidden = self._meta.hidden
+            hidden = self._meta.hidden.view()
             async for entry in self._lower.list(real):
                 name = base_name(entry.path)
                 if name in names or entry.path in hidden:
@@ -814,7 +814,7 @@ class CowFileSystem:
             if real == ROOT:
                 merged.pop(RESERVED_NAME, None)
         if not self._meta.hides(real):
-            hidden = self._meta.hidden
+            hidden = self._meta.hidden.view()
             for name, info in await _named_listing(self._lower, real, known):
                 if name in merged or base + name in hidden:
                     continue

@@ -229,6 +229,11 @@ class _Paths(_Noted, MutableSet[str]):
     def _from_iterable(cls, paths: Iterable[S]) -> AbstractSet[S]:
         return set(paths)  # what ``^``, ``&``, ``|`` and ``-`` make: a plain set, noted nowhere
 
+    def view(self) -> AbstractSet[str]:
+        """The paths themselves, to test membership in a loop at a plain set's cost (not to
+        change: only :meth:`add` and :meth:`discard` note what changed)."""
+        return self._data
+
     def add(self, path: str) -> None:
         self._data.add(path)
         self._dirty.add(("hidden", path))
@@ -302,7 +307,7 @@ class CowMeta:
 
     def hides(self, path: str) -> bool:
         """Whether the lower's entry at ``path`` is hidden (it or an ancestor is hidden)."""
-        hidden = self.hidden
+        hidden = self.hidden.view()
         if not hidden:
             return False
         probe = path
