@@ -347,9 +347,10 @@ class CowFileSystem:
     async def _load_record(self) -> None:
         """Read a durable upper's record and replay its journal (see :meth:`_save`)."""
         text = (await _read_all(self._upper, META_PATH)).decode()
-        self._meta = CowMeta.loads(text)
+        data = json.loads(text)
+        self._meta = CowMeta.of_json(data)
         self._saved = len(text)
-        self._journal = int(json.loads(text).get("journal", 0))
+        self._journal = int(data.get("journal", 0))
         self._journal_size = 0
         journal = f"{_JOURNAL}{self._journal}"
         if (await self._upper.lstat(journal)).kind == "file":

@@ -419,7 +419,11 @@ class CowMeta:
     @classmethod
     def loads(cls, text: str) -> CowMeta:
         """Parse what :meth:`dumps` wrote; ``ValueError`` for anything else."""
-        data = json.loads(text)
+        return cls.of_json(json.loads(text))
+
+    @classmethod
+    def of_json(cls, data: Any) -> CowMeta:
+        """:meth:`loads` of ``data`` already parsed (its ``extra`` fields the caller's)."""
         if not isinstance(data, dict) or data.get("version") != META_VERSION:
             raise ValueError("not a copy-on-write metadata file of a known version")
         meta = cls()
