@@ -88,6 +88,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import socket
 import stat
@@ -122,6 +123,8 @@ from ._apply_rules import Refusal
 from ._review import CowAt, apply_unprotected, find_cows, judged, outside_git, served_policy
 
 MAX_CHANGES = 100_000
+log = logging.getLogger("mountd")
+
 DEFAULT_KEEP_CHECKPOINTS = 50  # unlabelled checkpoints a mount keeps (and a prune leaves)
 MAX_LINE = 16 * 1024 * 1024
 REQUEST_TIMEOUT = 30.0
@@ -208,6 +211,12 @@ class Controller:
             return await self._dispatch(request)
         except ControlError as error:
             return {"ok": False, "error": str(error), **error.details}
+        except Exception as error:
+            # A request that fails unexpectedly (a tree that raises, no descriptors left) is
+            # that request's failure: the mount it controls goes on serving.
+            log.exception("control request %.200r failed", request)
+            op = request.get("op") if isinstance(request, dict) else None
+            return {"ok": False, "error": f"{op} failed: {error}"}
 
     async def _dispatch(self, request: object) -> dict[str, Any]:
         if not isinstance(request, dict):

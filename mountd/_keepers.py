@@ -20,15 +20,31 @@ kept; its keeper is closed once neither the kernel nor a handle can reach it
 
 Without a keeper, an inode the tree no longer names answers ``fstat`` from its last attributes,
 so they are refreshed before the name goes, while handles are open on it (``attributes``).
+
+Keepers are descriptors of the daemon's, and one change (a rewind of thousands of files the
+kernel knows) can ask for more than the process may open. They take at most a quarter of the
+open-files limit (:func:`keeper_limit`); past it, or when an open fails for want of descriptors,
+the change goes ahead without one (a descriptor held across it then reads ``ESTALE``): a mount
+that runs out of descriptors fails every request, which is worse than one stale reader.
 """
 
 from __future__ import annotations
 
+import errno
+import resource
 from types import TracebackType
 
 from vfs import OpenFile, PosixFileSystem
 
 from ._inodes import InodeTable, Node
+
+_OUT_OF_DESCRIPTORS = (errno.EMFILE, errno.ENFILE)
+
+
+def keeper_limit() -> int:
+    """How many keepers a mount may hold at once: a quarter of the soft open-files limit."""
+    soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return max(1, soft // 4) if soft != resource.RLIM_INFINITY else 1 << 20
 
 
 class Keeper:
@@ -44,13 +60,19 @@ class Keeper:
 class Keepers:
     """The keepers of one mount, and which files the mount created or wrote."""
 
-    __slots__ = ("_inodes", "_kept", "_tree", "_written")
+    __slots__ = ("_inodes", "_kept", "_limit", "_pending", "_tree", "_written")
 
-    def __init__(self, tree: PosixFileSystem, inodes: InodeTable) -> None:
+    def __init__(
+        self, tree: PosixFileSystem, inodes: InodeTable, *, limit: int | None = None
+    ) -> None:
         self._tree = tree
         self._inodes = inodes
         self._kept: dict[int, Keeper] = {}
+        # Keepers opened for a change still in progress: not kept yet, but open, and a second
+        # name of the same file in that change must not open another.
+        self._pending: set[int] = set()
         self._written: set[int] = set()
+        self._limit = keeper_limit() if limit is None else limit
 
     def wrote(self, node: Node) -> None:
         """The mount created or wrote ``node``'s file: a writable keeper of it is cheap."""
@@ -96,20 +118,35 @@ class Keepers:
         node = parent.children.get(name)
         if node is None or node.lookups == 0 or node.ino in self._kept:
             return None
+        if node.ino in self._pending or len(self._kept) + len(self._pending) >= self._limit:
+            return None
         info = await self._tree.lstat(path)
         if info.kind != "file":
             return None
         self._inodes.learn(node, info)
         if info.special is not None:
             return None  # the kernel serves a FIFO, socket or device itself: nothing to keep
+        keeper = await self._open(node, path)
+        if keeper is not None:
+            self._pending.add(node.ino)
+            return node, keeper
+        return None
+
+    async def _open(self, node: Node, path: str) -> Keeper | None:
         if node.ino in self._written:
             # Writable, so that a descriptor open for writing keeps working after an unlink;
             # only for a file the mount made or wrote, which costs nothing to open so.
             try:
-                return node, Keeper(await self._tree.open(path, write=True), True)
-            except OSError:
-                pass
-        return node, Keeper(await self._tree.open(path), False)
+                return Keeper(await self._tree.open(path, write=True), True)
+            except OSError as error:
+                if error.errno in _OUT_OF_DESCRIPTORS:
+                    return None
+        try:
+            return Keeper(await self._tree.open(path), False)
+        except OSError as error:
+            if error.errno in _OUT_OF_DESCRIPTORS:
+                return None
+            raise
 
     async def _keep_attributes(self, parent: Node, name: str, path: str) -> None:
         """Refresh what the node of ``name`` will answer when detached, if open descriptors
@@ -121,8 +158,13 @@ class Keepers:
                 self._inodes.learn(node, info)
 
     def _keep(self, node: Node, keeper: Keeper) -> None:
+        self._pending.discard(node.ino)
         self._kept[node.ino] = keeper
         self._inodes.pin(node)
+
+    async def _abandon(self, node: Node, keeper: Keeper) -> None:
+        self._pending.discard(node.ino)
+        await keeper.file.close()
 
 
 class Keeping:
@@ -167,4 +209,4 @@ class Keeping:
         if kind is None:
             self._keepers._keep(*prepared)
         else:  # the change failed: the name still names the file
-            await prepared[1].file.close()
+            await self._keepers._abandon(*prepared)

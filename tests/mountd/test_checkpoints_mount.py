@@ -21,7 +21,7 @@ import pytest
 from mountd import _registry as registry
 from tests.mountd.mounting import cleared_afterwards
 from tests.mountd.test_cli import private_state
-from tests.mountd.test_sessions import kill_daemon, mountd
+from tests.mountd.test_sessions import COMMAND, kill_daemon, mountd
 
 __all__ = ["private_state"]  # the autouse fixture: every test gets its own state directory
 
@@ -255,3 +255,37 @@ def test_run_rewinds_a_failed_command(repository: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert "  A /new.txt" in done.stderr.splitlines()
     assert not (repository / "new.txt").exists()
+
+
+@pytest.mark.mount
+def test_a_rewind_of_more_files_than_descriptors_keeps_the_mount_serving(tmp_path: Path) -> None:
+    """Keepers for every file the kernel knows would run the daemon out of descriptors: they
+    stop at a quarter of its limit, and the rewind and the mount go on."""
+    project = tmp_path / "project"
+    (project / "many").mkdir(parents=True)
+    count = 1500
+    for n in range(count):
+        (project / "many" / f"f{n}").write_text(f"old {n}\n")
+    mnt = tmp_path / "mnt"
+    with cleared_afterwards(mnt):
+        limited = ["prlimit", "--nofile=1024:1024", "--"]
+        started = subprocess.run(
+            [*limited, *COMMAND, "mount", "--daemon", str(mnt)],
+            cwd=project,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert started.returncode == 0, started.stderr
+        checkpoint(str(mnt), cwd=project)
+        for n in range(count):
+            (mnt / "many" / f"f{n}").write_text(f"new {n}\n")
+        with open(mnt / "many" / "f0", "rb") as held:
+            rewound = mountd("checkpoint", "rewind", str(mnt), "1", cwd=project, timeout=300)
+            assert rewound.returncode == 0, rewound.stderr
+            assert held.read() == b"new 0\n"  # among the first keepers
+        assert all((mnt / "many" / f"f{n}").read_text() == f"old {n}\n" for n in range(count))
+        (mnt / "after").write_text("still serving\n")
+        assert (mnt / "after").read_text() == "still serving\n"
+        assert mountd("unmount", str(mnt), cwd=project).returncode == 0

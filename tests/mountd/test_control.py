@@ -151,6 +151,26 @@ def test_a_tree_without_turns_has_status_and_changes_only(backend: str) -> None:
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+def test_a_request_the_tree_fails_answers_the_error_and_the_next_is_served(backend: str) -> None:
+    async def body() -> None:
+        tree = vfs.temp_fs()
+        await tree.write("/f", "f")
+
+        async def fail(*args: object, **kwargs: object) -> object:
+            raise OSError(24, "Too many open files")
+
+        tree.checkpoints = fail  # type: ignore[method-assign]
+        controller = Controller(tree, "/mnt")
+        controller.start()
+        reply = await controller.handle({"op": "checkpoint", "action": "list"})
+        assert reply == {"ok": False, "error": "checkpoint failed: [Errno 24] Too many open files"}
+        taken = await controller.handle({"op": "checkpoint"})
+        assert taken["ok"] is True and taken["checkpoint"]["number"] == 1
+
+    run(backend, body)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_the_change_log_is_capped(backend: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(control, "MAX_CHANGES", 3)
 

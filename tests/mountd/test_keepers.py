@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import errno
+
 import pytest
 import trio
 
@@ -96,5 +99,61 @@ def test_without_a_keeper_an_open_node_learns_what_it_will_answer_when_detached(
             await tree.unlink("/f")
         assert node.info is not None and node.info.size == 5
         assert not keepers.holds(node)
+
+    trio.run(main)
+
+
+def test_keepers_stop_at_their_limit_and_the_change_goes_ahead() -> None:
+    async def main() -> None:
+        tree, table = vfs.temp_fs(), InodeTable()
+        keepers = Keepers(tree, table, limit=2)
+        nodes = [await _known(tree, table, f"f{n}", str(n)) for n in range(4)]
+        for n in range(4):
+            async with keepers.keeping(
+                table.root, f"f{n}", f"/f{n}", keeper=True, attributes=False
+            ):
+                await tree.unlink(f"/f{n}")
+        assert [keepers.holds(node) for node in nodes] == [True, True, False, False]
+        assert len(keepers.files()) == 2
+
+    trio.run(main)
+
+
+def test_one_change_taking_two_names_of_a_file_opens_one_keeper() -> None:
+    async def main() -> None:
+        tree, table = vfs.temp_fs(), InodeTable()
+        keepers = Keepers(tree, table)
+        node = await _known(tree, table, "a", "shared")
+        await tree.link("/a", "/b")
+        table.add_name(node, table.root, "b")  # a hard link made through the mount
+        async with contextlib.AsyncExitStack() as stack:
+            for name in ("a", "b"):
+                keeping = keepers.keeping(
+                    table.root, name, f"/{name}", keeper=True, attributes=False
+                )
+                await stack.enter_async_context(keeping)
+            await tree.unlink("/a")
+            await tree.unlink("/b")
+        assert keepers.holds(node) and len(keepers.files()) == 1
+        assert node.opens == 1  # one pin: nothing leaked
+
+    trio.run(main)
+
+
+def test_a_keeper_that_finds_no_descriptor_left_is_skipped() -> None:
+    async def main() -> None:
+        tree, table = vfs.temp_fs(), InodeTable()
+        keepers = Keepers(tree, table)
+        node = await _known(tree, table, "f", "f")
+        real_open = tree.open
+
+        async def out_of_descriptors(path: str, **kwargs: object) -> vfs.OpenFile:
+            raise OSError(errno.EMFILE, "Too many open files")
+
+        tree.open = out_of_descriptors  # type: ignore[method-assign]
+        async with keepers.keeping(table.root, "f", "/f", keeper=True, attributes=False):
+            await tree.unlink("/f")
+        tree.open = real_open  # type: ignore[method-assign]
+        assert not keepers.holds(node) and keepers.files() == []
 
     trio.run(main)
