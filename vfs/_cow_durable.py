@@ -8,7 +8,8 @@ record (``vfs._cow``), where nothing shows them through the tree:
 
 ``/.agentroot-cow/blobs/<sha256>``
     the bytes of a file as some checkpoint holds it, one file per distinct content (two
-    checkpoints, or two files, with the same bytes share it).
+    checkpoints, or two files, with the same bytes share it); large files are streamed with
+    their holes kept (``vfs._blobs``).
 ``/.agentroot-cow/checkpoints/<number>.json``
     one checkpoint: its :class:`vfs.Checkpoint` fields, the cow's record then (``CowMeta``
     JSON), and the *manifest* of the upper then: path -> ``["file", mode, size, mtime_ns,
@@ -43,13 +44,13 @@ is an in-memory cow over the same lower.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from . import _cow_checkpoints
+from ._blobs import SMALL, Blobs
 from ._capabilities import make_node
 from ._checkpoints import (
     BEFORE_REWIND,
@@ -81,9 +82,11 @@ Manifest = dict[str, Entry]
 class Durable:
     """What a durable cow knows of its checkpoints (see the module docstring)."""
 
-    __slots__ = ("dirty", "latest", "loaded", "records", "serial")
+    __slots__ = ("blobs", "dirty", "latest", "loaded", "records", "serial", "stores")
 
     def __init__(self) -> None:
+        self.blobs: Blobs | None = None
+        self.stores = False  # whether the reserved directories are known to exist
         self.dirty: set[str] = set()
         self.records: dict[int, Checkpoint] = {}
         self.latest: tuple[Manifest, str] | None = None  # the newest manifest and record
@@ -107,10 +110,20 @@ async def _directory(tree: PosixFileSystem, path: str) -> None:
 
 
 async def _stage(cow: CowFileSystem) -> str:
-    await _directory(cow._upper, STAGE)
     durable = _state(cow)
+    if not durable.stores:
+        for directory in (BLOBS, CHECKPOINTS, STAGE):
+            await _directory(cow._upper, directory)
+        durable.stores = True
     durable.serial += 1
     return f"{STAGE}/checkpoint-{durable.serial}"
+
+
+def _blobs(cow: CowFileSystem) -> Blobs:
+    durable = _state(cow)
+    if durable.blobs is None:
+        durable.blobs = Blobs(cow._upper, BLOBS, lambda: _stage(cow))
+    return durable.blobs
 
 
 def _state(cow: CowFileSystem) -> Durable:
@@ -169,7 +182,8 @@ def _same_stat(a: Entry | None, b: Entry | None) -> bool:
     return a == b
 
 
-async def _entry(cow: CowFileSystem, path: str, info: FileInfo, digest: bool) -> Entry:
+async def _entry(cow: CowFileSystem, path: str, info: FileInfo) -> Entry:
+    """The manifest entry of ``path`` (a file's without its blob name yet)."""
     upper = cow._upper
     mode = info.mode or 0
     if info.kind == "directory":
@@ -178,23 +192,7 @@ async def _entry(cow: CowFileSystem, path: str, info: FileInfo, digest: bool) ->
         return ["symlink", mode, await upper.readlink(path)]
     if info.special is not None:
         return ["special", mode, info.special, info.rdev]
-    entry: Entry = ["file", mode, info.size, info.mtime_ns or 0]
-    if digest:
-        entry.append(await _store_blob(cow, path))
-    return entry
-
-
-async def _store_blob(cow: CowFileSystem, path: str) -> str:
-    upper = cow._upper
-    data = await read_bytes(upper, path)
-    sha = hashlib.sha256(data).hexdigest()
-    blob = f"{BLOBS}/{sha}"
-    if not await _exists(upper, blob):
-        await _directory(upper, BLOBS)
-        stage = await _stage(cow)
-        await upper.write(stage, data)
-        await upper.rename(stage, blob)
-    return sha
+    return ["file", mode, info.size, info.mtime_ns or 0]
 
 
 async def _manifest_of(cow: CowFileSystem, roots: Iterable[str], into: Manifest) -> Manifest:
@@ -203,15 +201,26 @@ async def _manifest_of(cow: CowFileSystem, roots: Iterable[str], into: Manifest)
     for root in roots:
         info = await upper.lstat(root)
         if root != ROOT and info.exists:
-            into[root] = await _entry(cow, root, info, digest=False)
+            into[root] = await _entry(cow, root, info)
         if info.kind != "directory":
             continue
-        async for found in walk(upper, root):
-            if is_under(found.path, RESERVED):
-                continue
-            child = await upper.lstat(found.path)
-            if child.exists:
-                into[found.path] = await _entry(cow, found.path, child, digest=False)
+        list_info = getattr(upper, "list_info", None)
+        if list_info is None:
+            async for found in walk(upper, root):
+                if is_under(found.path, RESERVED):
+                    continue
+                child = await upper.lstat(found.path)
+                if child.exists:
+                    into[found.path] = await _entry(cow, found.path, child)
+            continue
+        pending = [root]  # one listing with attributes per directory, not an lstat per entry
+        while pending:
+            for found, child in await list_info(pending.pop()):
+                if found.path == RESERVED:
+                    continue
+                into[found.path] = await _entry(cow, found.path, child)
+                if child.kind == "directory":
+                    pending.append(found.path)
     return into
 
 
@@ -225,10 +234,13 @@ async def _current(cow: CowFileSystem) -> Manifest:
     for path in [p for p in manifest if _beneath_any(p, chosen)]:
         del manifest[path]
     fresh = await _manifest_of(cow, roots, {})
-    for path, entry in fresh.items():
-        if entry[0] == "file":
-            entry.append(await _store_blob(cow, path))
-        manifest[path] = entry
+    files = [(path, entry) for path, entry in fresh.items() if entry[0] == "file"]
+    if files:
+        await _stage(cow)  # the store's directories exist
+        names = await _blobs(cow).store([(path, entry[2]) for path, entry in files])
+        for (_, entry), name in zip(files, names, strict=True):
+            entry.append(name)
+    manifest.update(fresh)
     return manifest
 
 
@@ -246,8 +258,12 @@ def _beneath_any(path: str, roots: set[str]) -> bool:
 def _merged_kind(manifest: Manifest, meta: CowMeta, lower: Kind | None, path: str) -> Kind | None:
     entry = manifest.get(path)
     if entry is not None:
-        return None if entry[0] == "special" else entry[0]
+        return _upper_kind(entry)
     return None if meta.hides(path) else lower
+
+
+def _upper_kind(entry: Entry) -> Kind | None:
+    return None if entry[0] == "special" else entry[0]
 
 
 async def _summary(
@@ -259,12 +275,16 @@ async def _summary(
     for path in paths:
         if path == ROOT:
             continue
-        below = await lower.get(path)
-        kind = below.kind if below.exists else None
-        then = _merged_kind(old[0], old[1], kind, path)
-        now = _merged_kind(new[0], new[1], kind, path)
-        entry = new[0].get(path)
-        size = entry[2] if entry is not None and entry[0] == "file" else below.size
+        before, after = old[0].get(path), new[0].get(path)
+        if before is not None and after is not None:  # both in the upper: no lower to ask
+            then, now = _upper_kind(before), _upper_kind(after)
+            size = after[2] if after[0] == "file" else 0
+        else:
+            below = await lower.get(path)
+            kind = below.kind if below.exists else None
+            then = _merged_kind(old[0], old[1], kind, path)
+            now = _merged_kind(new[0], new[1], kind, path)
+            size = after[2] if after is not None and after[0] == "file" else below.size
         counted.append((then, now, size))
     return tally(counted)
 
@@ -312,7 +332,6 @@ async def _record(cow: CowFileSystem, label: str | None, turn: int | None) -> Ch
     )
     upper = cow._upper
     with cow._quietly():
-        await _directory(upper, CHECKPOINTS)
         stage = await _stage(cow)
         await upper.write(stage, text)
         await upper.rename(stage, _number_path(number))
@@ -346,7 +365,7 @@ async def _view(cow: CowFileSystem, number: int, *, subscribe: bool = False) -> 
         elif entry[0] == "special":
             await make_node(upper, path, entry[2], mode=entry[1], rdev=entry[3])
         else:
-            await upper.write(path, await read_bytes(cow._upper, f"{BLOBS}/{entry[4]}"))
+            await _put_blob(cow, upper, path, entry)
             await upper.setattr(path, mode=entry[1], mtime_ns=entry[3])
     return type(cow)._of_state(cow._lower_tree, upper, CowMeta.loads(meta), subscribe=subscribe)
 
@@ -479,9 +498,23 @@ async def _restore(cow: CowFileSystem, now: Manifest, target: Manifest) -> None:
         elif kind == "special":
             await make_node(upper, stage, entry[2], mode=entry[1], rdev=entry[3])
         else:
-            await upper.write(stage, await read_bytes(upper, f"{BLOBS}/{entry[4]}"))
+            await _put_blob(cow, upper, stage, entry)
             await upper.setattr(stage, mode=entry[1], mtime_ns=entry[3])
         await upper.rename(stage, path)
+
+
+async def _put_blob(cow: CowFileSystem, tree: PosixFileSystem, path: str, entry: Entry) -> None:
+    """Make a new file at ``path`` in ``tree`` holding the bytes of the file ``entry``."""
+    blobs = _blobs(cow)
+    size = entry[2]
+    if size < SMALL:
+        await tree.write(path, await blobs.read(entry[4]))
+        return
+    target = await tree.open(path, write=True, create=True, exclusive=True, mode=0o600)
+    try:
+        await blobs.copy_into(entry[4], size, target)
+    finally:
+        await target.close()
 
 
 async def prune(cow: CowFileSystem, keep_last: int) -> list[int]:
@@ -504,6 +537,8 @@ async def prune(cow: CowFileSystem, keep_last: int) -> list[int]:
             if (await upper.lstat(BLOBS)).kind == "directory":
                 blobs = [entry.path async for entry in upper.list(BLOBS)]
                 for blob in blobs:
-                    if blob.rsplit("/", 1)[1] not in used:
+                    name = blob.rsplit("/", 1)[1]
+                    if name not in used:
                         await upper.unlink(blob)
+                        _blobs(cow).forget(name)
         return gone

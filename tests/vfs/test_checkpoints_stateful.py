@@ -14,6 +14,7 @@ upper, where a rule also restarts the tree from its upper (every checkpoint must
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from collections.abc import Awaitable, Callable
@@ -325,7 +326,7 @@ class CowDurableCheckpointModel(CheckpointModel):
 
 
 SETTINGS = settings(
-    max_examples=25,
+    max_examples=int(os.environ.get("CHECKPOINT_EXAMPLES", "25")),
     stateful_step_count=25,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],

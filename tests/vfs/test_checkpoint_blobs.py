@@ -1,0 +1,108 @@
+"""The bytes of durable checkpoints: a sparse file never passes through memory, many small files
+are stored in one batch, and a blob exists only whole."""
+
+from __future__ import annotations
+
+import os
+import tracemalloc
+from pathlib import Path
+
+import pytest
+
+import vfs
+
+from .eightverb import run
+
+OFFSET = 256 << 20  # far past any chunk: a hole of 256 MiB, then one byte
+
+
+def durable(tmp_path: Path) -> vfs.FileSystem:
+    (tmp_path / "lower").mkdir()
+    (tmp_path / "lower" / "kept.txt").write_text("kept\n")
+    (tmp_path / "upper").mkdir()
+    lower = vfs.dir_fs(str(tmp_path / "lower"), read_only=True)
+    return vfs.cow_fs(lower, vfs.dir_fs(str(tmp_path / "upper")))
+
+
+def blobs(tmp_path: Path) -> list[Path]:
+    return sorted((tmp_path / "upper" / ".agentroot-cow" / "blobs").iterdir())
+
+
+def test_a_sparse_file_is_checkpointed_and_restored_with_its_holes(tmp_path: Path) -> None:
+    async def body() -> None:
+        tree = durable(tmp_path)
+        posix = vfs.posix_view(tree)
+        file = await posix.open("/sparse", write=True, create=True)
+        await file.write(0, b"head")
+        await file.write(OFFSET, b"!")
+        await file.close()
+        tracemalloc.start()
+        try:
+            await tree.checkpoint()  # 1: the sparse file
+            await tree.write("/sparse", "small now\n")
+            await tree.checkpoint()  # 2
+            await tree.rewind(1)
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        assert peak < 64 << 20, peak
+        handle = await posix.open("/sparse")
+        try:
+            assert await handle.read(0, 8) == b"head" + bytes(4)
+            assert await handle.read(OFFSET - 2, 8) == b"\0\0!"
+            assert (await handle.stat()).size == OFFSET + 1
+        finally:
+            await handle.close()
+        restored = os.stat(tmp_path / "upper" / "sparse")
+        assert restored.st_size == OFFSET + 1
+        assert restored.st_blocks * 512 <= 4 << 20  # two chunks at most, not 256 MiB
+        large = [blob for blob in blobs(tmp_path) if blob.stat().st_size == OFFSET + 1]
+        assert len(large) == 1 and large[0].stat().st_blocks * 512 <= 4 << 20
+        diff = await tree.checkpoint_diff(1, 2)
+        assert "diff --git a/sparse b/sparse" in diff
+
+    run("trio", body)
+
+
+def test_small_files_are_stored_once_per_content(tmp_path: Path) -> None:
+    async def body() -> None:
+        tree = durable(tmp_path)
+        for n in range(50):
+            await tree.write(f"/d{n % 5}/f{n}", f"same {n % 10}\n")
+        await tree.checkpoint()
+        names = [blob.name for blob in blobs(tmp_path)]
+        assert len(names) == 10 and all(len(name) == 64 for name in names)
+        for n in range(50):
+            await tree.write(f"/d{n % 5}/f{n}", "changed\n")
+        await tree.checkpoint()
+        await tree.rewind(1)
+        assert [await tree.read(f"/d{n % 5}/f{n}") for n in range(50)] == [
+            f"same {n % 10}\n" for n in range(50)
+        ]
+        assert len(blobs(tmp_path)) == 11
+
+    run("trio", body)
+
+
+def test_read_files_reads_regular_files_only(tmp_path: Path) -> None:
+    (tmp_path / "a").write_bytes(b"a" * 3_000_000)
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "b").write_bytes(b"")
+    (tmp_path / "link").symlink_to("a")
+    tree = vfs.dir_fs(str(tmp_path))
+    found = tree.read_files(["/a", "/d/b", "/d", "/link", "/missing", "/d/b/x"])
+    assert found == [b"a" * 3_000_000, b"", None, None, None, None]
+
+
+def test_create_files_writes_each_whole_under_its_name(tmp_path: Path) -> None:
+    (tmp_path / "store").mkdir()
+    tree = vfs.dir_fs(str(tmp_path))
+    tree.create_files("/store", {"x": b"one", "y": b""})
+    tree.create_files("/store", {"x": b"two"})
+    assert sorted(p.name for p in (tmp_path / "store").iterdir()) == ["x", "y"]
+    assert (tmp_path / "store" / "x").read_bytes() == b"two"
+    read_only = vfs.dir_fs(str(tmp_path), read_only=True)
+    with pytest.raises(vfs.ReadOnlyMountError) as refused:
+        read_only.create_files("/store", {"z": b"z"})
+    assert str(refused.value) == "read-only mount: /store"
+    assert not (tmp_path / "store" / "z").exists()
