@@ -19,11 +19,17 @@ Theory of operation
   size of the blobs and checkpoint files), against the bytes the turns wrote.
 - Each timed step runs after a full garbage collection, with the collector off (its pauses are
   the process's, not the step's).
+- ``--mount``: the same trees served by a real mount (``mountd.mounted``, in this process), the
+  turn made through it (a worker thread opens, writes and closes each file, as a tool would) and
+  the checkpoint, rewind and fork asked of the daemon's control channel (``Controller``, with
+  the mount's keepers around a rewind: what ``mountd checkpoint`` does). The baseline is then
+  the turn an agent's tools make; the space table is the API's.
 - Targets (issue 20): a checkpoint after a 1,000-file turn under 5% of the turn; 100
   checkpoints under 2x the changed bytes.
 
 Usage: ``.venv/bin/python bench/checkpoint_bench.py [--files N] [--size B] [--changed 10,1000]
-[--trees temp,cow,durable] [--reps N]``. Needs a tmpfs (``/dev/shm``) for the host trees.
+[--trees temp,cow,durable] [--reps N] [--mount]``. Needs a tmpfs (``/dev/shm``) for the host
+trees, and root (or FUSE access) with ``--mount``.
 """
 
 from __future__ import annotations
@@ -160,6 +166,74 @@ def measure(kind: str, args: argparse.Namespace, scratch: Path) -> list[str]:
     return lines
 
 
+def measure_mounted(kind: str, args: argparse.Namespace, scratch: Path) -> list[str]:
+    import trio
+
+    from mountd import mounted
+    from mountd._control import Controller
+
+    bench = Bench(kind, args.files, args.size, scratch)
+    mnt = scratch / "mnt"
+    mnt.mkdir()
+    lines: list[str] = []
+
+    def write_through(count: int, generation: int) -> None:
+        for index, path in enumerate(bench.paths[:count]):
+            with open(f"{mnt}{path}", "wb") as file:
+                file.write(content(index, generation, bench.size))
+
+    async def body() -> None:
+        async with mounted(bench.tree, mnt) as mount:
+            control = Controller(bench.tree, str(mnt), keeping_files=mount.keeping_files)
+
+            async def ask(**request: Any) -> dict[str, Any]:
+                reply = await control.handle({"op": "checkpoint", **request})
+                assert reply["ok"], reply
+                return reply
+
+            async def step(fn: Callable[[], Awaitable[Any]]) -> tuple[float, Any]:
+                gc.collect()
+                gc.disable()
+                try:
+                    start = time.perf_counter()
+                    value = await fn()
+                    return time.perf_counter() - start, value
+                finally:
+                    gc.enable()
+
+            await ask()  # the first freezes every node once
+            for count in args.changed:
+                turns, checkpoints, rewinds, forks = [], [], [], []
+                for _ in range(args.reps):
+                    bench.generation += 1
+                    generation = bench.generation
+                    seconds, _ = await step(
+                        lambda c=count, g=generation: trio.to_thread.run_sync(write_through, c, g)
+                    )
+                    turns.append(seconds)
+                    seconds, reply = await step(ask)
+                    checkpoints.append(seconds)
+                    number = reply["checkpoint"]["number"]
+                    rewind = await step(lambda n=number - 1: ask(action="rewind", number=n))
+                    rewinds.append(rewind[0])
+                    forks.append((await step(lambda n=number: bench.tree.fork(n)))[0])
+                    await ask(action="rewind", number=number)  # back to the turn's state
+                turn = statistics.median(turns)
+                for name, values in (
+                    ("checkpoint", checkpoints),
+                    ("rewind", rewinds),
+                    ("fork", forks),
+                ):
+                    value = statistics.median(values)
+                    lines.append(
+                        f"| {kind} (mount) | {count:,} | {name} | {value * 1000:.1f} ms "
+                        f"| {turn * 1000:.1f} ms | {100 * value / turn:.1f}% |"
+                    )
+
+    trio.run(body)
+    return lines
+
+
 def measure_space(kind: str, args: argparse.Namespace, scratch: Path) -> str:
     bench = Bench(kind, args.files, args.size, scratch)
     bench.checkpoint()
@@ -185,6 +259,7 @@ def main() -> None:
     parser.add_argument("--trees", default="temp,cow,durable")
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--no-space", action="store_true")
+    parser.add_argument("--mount", action="store_true", help="turns through a real mount")
     args = parser.parse_args()
     base = "/dev/shm" if os.path.isdir("/dev/shm") else None
     kinds = args.trees.split(",")
@@ -194,7 +269,7 @@ def main() -> None:
     for kind in kinds:
         scratch = Path(tempfile.mkdtemp(prefix="checkpoint-bench-", dir=base))
         try:
-            for line in measure(kind, args, scratch):
+            for line in (measure_mounted if args.mount else measure)(kind, args, scratch):
                 print(line, flush=True)
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
