@@ -21,8 +21,10 @@ paths where its two states can differ (from the frozen nodes that differ, and fo
 whiteouts that differ), and each such path is compared in two read-only views of the states, by
 kind, bytes and mode, exactly as ``cow_fs.changes()`` compares its layers (renames are an add and a
 delete). An entry counts only where every ancestor is a real directory in that state; FIFOs,
-sockets and device nodes are no change. :func:`summarize` is the cheap count a checkpoint records:
-by existence and kind only (a file that is in both states is counted as modified).
+sockets and device nodes are no change. :func:`tally` is the cheap count a checkpoint records:
+by existence and kind only (a file that is in both states is counted as modified); a tree that
+knows a path's kind in both states from its own nodes counts it so, and asks
+:func:`kinds_between` for the rest.
 """
 
 from __future__ import annotations
@@ -59,11 +61,12 @@ class CheckpointNotFoundError(PathError):
 class History(Generic[S]):
     """The numbered states of one tree (see the module docstring)."""
 
-    __slots__ = ("_kept", "_next")
+    __slots__ = ("_base", "_kept", "_next")
 
     def __init__(self) -> None:
         self._kept: dict[int, tuple[Checkpoint, S]] = {}
         self._next = 1
+        self._base: S | None = None  # the state the tree grew from (see base())
 
     def add(
         self, state: S, summary: Summary, *, label: str | None = None, turn: int | None = None
@@ -73,7 +76,17 @@ class History(Generic[S]):
         record = Checkpoint(self._next, turn, label or None, time.time(), summary)
         self._kept[record.number] = (record, state)
         self._next += 1
+        self._base = state
         return record
+
+    def base(self) -> S | None:
+        """The state the tree grew from: the checkpoint taken, or rewound to, last. A
+        checkpoint's summary counts what changed since it (kept even once pruned)."""
+        return self._base
+
+    def rewound(self, number: int) -> None:
+        """The tree became checkpoint ``number`` again."""
+        self._base = self.state(number)
 
     def last(self) -> S | None:
         """The state of the newest checkpoint, if any."""
@@ -193,10 +206,10 @@ def tally(entries: Iterable[tuple[Kind | None, Kind | None, int]]) -> Summary:
     return Summary(added, modified, deleted, size)
 
 
-async def summarize(
+async def kinds_between(
     old: PosixFileSystem, new: PosixFileSystem, candidates: Iterable[str]
-) -> Summary:
-    """:func:`tally` of ``candidates`` in two states given as trees."""
+) -> list[tuple[Kind | None, Kind | None, int]]:
+    """What :func:`tally` counts of ``candidates`` in two states given as trees."""
     before, after = Entries(old), Entries(new)
     entries: list[tuple[Kind | None, Kind | None, int]] = []
     for path in set(candidates):
@@ -205,7 +218,7 @@ async def summarize(
         a = await before.get(path)
         b = await after.get(path)
         entries.append((a.kind if a.exists else None, b.kind if b.exists else None, b.size))
-    return tally(entries)
+    return entries
 
 
 def outermost(paths: Iterable[str]) -> list[str]:

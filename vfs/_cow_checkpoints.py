@@ -28,11 +28,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ._checkpoints import BEFORE_REWIND, Entries, changes_between, outermost, summarize
+from ._checkpoints import (
+    BEFORE_REWIND,
+    Entries,
+    changes_between,
+    kinds_between,
+    outermost,
+    tally,
+)
 from ._cow_changes import render_between
 from ._cow_meta import RESERVED, CowMeta, TreeChange
-from ._frozen import FrozenDir, differences
-from ._paths import is_under
+from ._frozen import FrozenDir, differences, frozen_kind, frozen_size
+from ._paths import ROOT, is_under
 from ._temp import TempFileSystem
 from ._types import Checkpoint, FileSystem
 from ._walk import walk
@@ -116,11 +123,19 @@ async def checkpoint(cow: CowFileSystem, label: str | None, turn: int | None) ->
 async def _record(
     cow: CowFileSystem, state: CowState, label: str | None, turn: int | None
 ) -> Checkpoint:
-    last = cow._history.last()
-    old = initial_state(cow) if last is None else last
+    base = cow._history.base()
+    old = initial_state(cow) if base is None else base
     paths = await candidates(cow, old, state)
-    summary = await summarize(view(cow, old), cow, paths)
-    return cow._history.add(state, summary, label=label, turn=turn)
+    # A path the upper holds in both states shows the upper's node in both: its frozen nodes
+    # say what it was and is, without asking the merged view (and the lower) for it.
+    counted = []
+    for path, then, now in differences(old.upper, state.upper):
+        if then is not None and now is not None and path in paths:
+            paths.discard(path)
+            if path != ROOT:
+                counted.append((frozen_kind(then), frozen_kind(now), frozen_size(now)))
+    counted += await kinds_between(view(cow, old), cow, paths)
+    return cow._history.add(state, tally(counted), label=label, turn=turn)
 
 
 async def _states(
@@ -156,6 +171,7 @@ async def rewind(cow: CowFileSystem, number: int) -> Checkpoint:
         entries, directories, hidden = differing(now, target)
         before = Entries(view(cow, now))
         _upper(cow).restore(target.upper)
+        cow._history.rewound(number)
         cow._meta = target.meta.copy()
         cow._invalidate_dirs()
         cow._epoch += 1

@@ -74,6 +74,7 @@ if TYPE_CHECKING:
 BLOBS = RESERVED + "/blobs"
 CHECKPOINTS = RESERVED + "/checkpoints"
 STAGE = RESERVED + "/stage"
+BASE = CHECKPOINTS + "/base"  # the number rewound to, until the next checkpoint
 
 Entry = list[Any]
 Manifest = dict[str, Entry]
@@ -82,14 +83,17 @@ Manifest = dict[str, Entry]
 class Durable:
     """What a durable cow knows of its checkpoints (see the module docstring)."""
 
-    __slots__ = ("blobs", "dirty", "latest", "loaded", "records", "serial", "stores")
+    __slots__ = ("based", "blobs", "dirty", "latest", "loaded", "records", "serial", "stores")
 
     def __init__(self) -> None:
+        self.based = False  # whether BASE names the state the upper grew from
         self.blobs: Blobs | None = None
         self.stores = False  # whether the reserved directories are known to exist
         self.dirty: set[str] = set()
         self.records: dict[int, Checkpoint] = {}
-        self.latest: tuple[Manifest, str] | None = None  # the newest manifest and record
+        # The manifest and record the upper grew from: the newest checkpoint's, or the one
+        # rewound to since (BASE); a summary counts from it.
+        self.latest: tuple[Manifest, str] | None = None
         self.loaded = False
         self.serial = 0
 
@@ -165,6 +169,12 @@ async def load(cow: CowFileSystem) -> Durable:
         record, manifest, meta = await _read_checkpoint(cow, number)
         durable.records[number] = record
         durable.latest = (manifest, meta)
+    if await _exists(upper, BASE):
+        text = (await read_bytes(upper, BASE)).decode().strip()
+        if text.isdigit() and int(text) in durable.records:
+            _, manifest, meta = await _read_checkpoint(cow, int(text))
+            durable.latest = (manifest, meta)
+            durable.based = True
     previous = {} if durable.latest is None else durable.latest[0]
     now = await _manifest_of(cow, [ROOT], {})
     for path in previous.keys() | now.keys():
@@ -335,6 +345,9 @@ async def _record(cow: CowFileSystem, label: str | None, turn: int | None) -> Ch
         stage = await _stage(cow)
         await upper.write(stage, text)
         await upper.rename(stage, _number_path(number))
+        if durable.based:
+            await upper.unlink(BASE)
+            durable.based = False
     durable.records[number] = record
     durable.latest = (manifest, meta)
     durable.dirty.clear()
@@ -440,6 +453,11 @@ async def rewind(cow: CowFileSystem, number: int) -> Checkpoint:
         cow._staged = False
         cow._saved = None
         await cow._save()
+        with cow._quietly():
+            stage = await _stage(cow)
+            await cow._upper.write(stage, str(number))
+            await cow._upper.rename(stage, BASE)
+        durable.based = True
         durable.latest = (target, meta)
         durable.dirty.clear()
         after = Entries(cow)

@@ -1178,7 +1178,7 @@ class TempFileSystem:
     async def checkpoint(self, label: str | None = None, *, turn: int | None = None) -> Checkpoint:
         state = self.frozen_root()
         return self._history.add(
-            state, summary_of(self._history.last(), state), label=label, turn=turn
+            state, summary_of(self._history.base(), state), label=label, turn=turn
         )
 
     async def checkpoints(self) -> builtins.list[Checkpoint]:
@@ -1211,6 +1211,7 @@ class TempFileSystem:
         target = self._history.state(number)
         await self.record_before_rewind(number)
         entries, metadata = self.restore(target)
+        self._history.rewound(number)
         await self.report_restore(entries, metadata)
         return self._history.record(number)
 
@@ -1219,7 +1220,7 @@ class TempFileSystem:
         state = self.frozen_root()
         if self._history.holding(lambda kept: kept is state) is None:
             label = BEFORE_REWIND.format(number=number)
-            self._history.add(state, summary_of(self._history.last(), state), label=label)
+            self._history.add(state, summary_of(self._history.base(), state), label=label)
 
     async def fork(self, number: int) -> TempFileSystem:
         state = self._history.state(number)

@@ -6,6 +6,10 @@ keeps a full copy of it. Operations (write, mkdir, delete, rename, truncate) run
 the model alike, and a refused one must be refused by both. After every step each tree (the
 first and every fork) equals its model, ``checkpoints()`` lists exactly the numbers the model
 kept, and a rule compares ``checkpoint_changes(a, b)`` with the difference of the two copies.
+Each checkpoint's summary counts from the state the tree grew from (the checkpoint taken or
+rewound to last; a ``temp_fs`` grew from nothing, a cow from its lower): additions and deletions
+exactly, modifications and bytes between what changed and what was touched (a file rewritten
+with its own bytes counts as modified).
 
 Four trees: a ``temp_fs``, a ``cow_fs`` over a ``dir_fs`` lower (whose host directory must
 never change), a ``cow_fs`` over a ``temp_fs`` lower, and a ``cow_fs`` with a durable ``dir_fs``
@@ -103,13 +107,29 @@ def model_changes(old: Model, new: Model) -> set[tuple[str, str, str]]:
     return found
 
 
+def check_summary(summary: vfs.Summary, old: Model, new: Model) -> None:
+    """``summary`` of going from ``old`` to ``new`` (see the module docstring)."""
+    both = [p for p in old.keys() & new.keys() if not old[p][0] == new[p][0] == "directory"]
+    changed = [p for p in both if old[p] != new[p]]
+    added = [p for p in new.keys() - old.keys()]
+    assert summary.added == len(added)
+    assert summary.deleted == len(old.keys() - new.keys())
+    assert len(changed) <= summary.modified <= len(both), (summary, changed, both)
+
+    def size(paths: list[str]) -> int:
+        return sum(len(new[p][1]) for p in paths if new[p][0] == "file")
+
+    assert size(added + changed) <= summary.bytes <= size(added + both), summary
+
+
 class _Tree:
     """One live tree of the machine, with its model and its checkpoints' copies."""
 
-    def __init__(self, fs: Any, model: Model) -> None:
+    def __init__(self, fs: Any, model: Model, base: Model | None) -> None:
         self.fs = fs
         self.model = model
         self.kept: dict[int, Model] = {}
+        self.base = base  # what the next checkpoint's summary counts from (None: unknown)
 
 
 class CheckpointModel(RuleBasedStateMachine):
@@ -130,7 +150,7 @@ class CheckpointModel(RuleBasedStateMachine):
             fs = self._durable_cow()
         else:
             fs = vfs.cow_fs(vfs.temp_fs(dict(SEED)))
-        self.trees = [_Tree(fs, seeded())]
+        self.trees = [_Tree(fs, seeded(), {} if self.kind == "temp" else seeded())]
 
     def _durable_cow(self) -> Any:
         lower = vfs.dir_fs(str(self.host), read_only=True)
@@ -244,7 +264,10 @@ class CheckpointModel(RuleBasedStateMachine):
         record = call(lambda: tree.fs.checkpoint(label))
         assert record.label == label
         assert record.number not in tree.kept
+        if tree.base is not None:
+            check_summary(record.summary, tree.base, tree.model)
         tree.kept[record.number] = dict(tree.model)
+        tree.base = tree.kept[record.number]
 
     @precondition(lambda self: any(tree.kept for tree in self.trees))
     @rule(which=st.integers(0, 2), pick=st.integers(0, 50))
@@ -257,9 +280,13 @@ class CheckpointModel(RuleBasedStateMachine):
         assert shown.number == number
         listed = [record.number for record in call(tree.fs.checkpoints)]
         for new in set(listed) - set(tree.kept):  # the state before, recorded by the rewind
-            assert call(tree.fs.checkpoints)[-1].label == f"before rewind to {number}"
+            record = call(tree.fs.checkpoints)[-1]
+            assert record.label == f"before rewind to {number}"
+            if tree.base is not None:
+                check_summary(record.summary, tree.base, before)
             tree.kept[new] = before
         tree.model = dict(tree.kept[number])
+        tree.base = tree.kept[number]
 
     @precondition(lambda self: len(self.trees) < 3 and any(tree.kept for tree in self.trees))
     @rule(pick=st.integers(0, 50))
@@ -267,9 +294,10 @@ class CheckpointModel(RuleBasedStateMachine):
         tree = next(t for t in self.trees if t.kept)
         numbers = sorted(tree.kept)
         number = numbers[pick % len(numbers)]
-        forked = _Tree(call(lambda: tree.fs.fork(number)), dict(tree.kept[number]))
+        forked = _Tree(call(lambda: tree.fs.fork(number)), dict(tree.kept[number]), None)
         (first,) = call(forked.fs.checkpoints)
         forked.kept[first.number] = dict(forked.model)
+        forked.base = forked.kept[first.number]
         self.trees.append(forked)
 
     @precondition(lambda self: any(tree.kept for tree in self.trees))
