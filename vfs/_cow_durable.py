@@ -351,6 +351,12 @@ async def _view(cow: CowFileSystem, number: int, *, subscribe: bool = False) -> 
     return type(cow)._of_state(cow._lower_tree, upper, CowMeta.loads(meta), subscribe=subscribe)
 
 
+async def view_of(cow: CowFileSystem, number: int) -> CowFileSystem:
+    """Checkpoint ``number`` as a cow of its own (``CowFileSystem.checkpoint_view``)."""
+    _known(await load(cow), number)
+    return await _view(cow, number)
+
+
 async def _views(
     cow: CowFileSystem, a: int, b: int | None
 ) -> tuple[PosixFileSystem, PosixFileSystem, set[str]]:
