@@ -73,6 +73,9 @@ if TYPE_CHECKING:
 BLOBS = RESERVED + "/blobs"
 CHECKPOINTS = RESERVED + "/checkpoints"
 STAGE = RESERVED + "/stage"
+STORES = (BLOBS,)
+"""The store's directories of files named by their content: never written once named, only
+removed by a prune, so a fork shares them (``vfs._cow_fork``)."""
 
 Entry = list[Any]
 Manifest = dict[str, Entry]
@@ -286,7 +289,11 @@ async def checkpoint(cow: CowFileSystem, label: str | None, turn: int | None) ->
         return await _record(cow, label, turn)
 
 
-async def _record(cow: CowFileSystem, label: str | None, turn: int | None) -> Checkpoint:
+async def _record(
+    cow: CowFileSystem, label: str | None, turn: int | None, summary: Summary | None = None
+) -> Checkpoint:
+    """Take a checkpoint (``summary``: what it says it holds, else what changed since the last
+    one)."""
     durable = await load(cow)
     manifest = await _current(cow)
     meta = cow._meta.dumps()
@@ -295,13 +302,29 @@ async def _record(cow: CowFileSystem, label: str | None, turn: int | None) -> Ch
         if durable.latest is None
         else (durable.latest[0], CowMeta.loads(durable.latest[1]))
     )
-    summary = await _summary(cow, previous, (manifest, cow._meta))
+    if summary is None:
+        summary = await _summary(cow, previous, (manifest, cow._meta))
     number = max(durable.records, default=0) + 1
     record = Checkpoint(number, turn, label or None, time.time(), summary)
+    with cow._quietly():
+        await write_checkpoint(cow._upper, record, meta, manifest, await _stage(cow))
+    durable.records[number] = record
+    durable.latest = (manifest, meta)
+    durable.dirty.clear()
+    return record
+
+
+async def write_checkpoint(
+    upper: PosixFileSystem, record: Checkpoint, meta: str, manifest: Manifest, stage: str
+) -> None:
+    """Write checkpoint ``record`` (the cow's record ``meta`` then, the upper's ``manifest``)
+    into ``upper``: under the temporary name ``stage``, renamed into place (its blobs are
+    there already)."""
+    summary = record.summary
     text = json.dumps(
         {
-            "number": number,
-            "turn": turn,
+            "number": record.number,
+            "turn": record.turn,
             "label": record.label,
             "time": record.time,
             "summary": [summary.added, summary.modified, summary.deleted, summary.bytes],
@@ -310,16 +333,9 @@ async def _record(cow: CowFileSystem, label: str | None, turn: int | None) -> Ch
         },
         separators=(",", ":"),
     )
-    upper = cow._upper
-    with cow._quietly():
-        await _directory(upper, CHECKPOINTS)
-        stage = await _stage(cow)
-        await upper.write(stage, text)
-        await upper.rename(stage, _number_path(number))
-    durable.records[number] = record
-    durable.latest = (manifest, meta)
-    durable.dirty.clear()
-    return record
+    await _directory(upper, CHECKPOINTS)
+    await upper.write(stage, text)
+    await upper.rename(stage, _number_path(record.number))
 
 
 async def checkpoints(cow: CowFileSystem) -> list[Checkpoint]:

@@ -331,6 +331,11 @@ class DirFileSystem:
         self._root_mount = _mount_id(root) if strict else -1
         self._origin: DirFileSystem | None = None
 
+    @property
+    def host_root(self) -> str:
+        """Where this tree's root directory is on the host now (the kernel's name for it)."""
+        return _fd_path(self._root, self._real)
+
     def strict_view(self) -> DirFileSystem:
         """This tree in strict mode (see the module docstring): the same root directory, a
         descriptor of its own; its changes drop the entries they affect from this tree's cache
