@@ -38,6 +38,14 @@ left to hide are cleared, all without changing the merged view's names and bytes
 paths' times are now the lower's, so each is reported as a ``metadata`` change. A set-id bit left
 out stays a ``mode_changed`` change.
 
+Applying a checkpoint (``apply(checkpoint=N)``) is the same function with another *source*:
+the changes, the bytes and the bases checked are those of checkpoint N's view over the same lower
+(``CowFileSystem.checkpoint_view``), while the live tree is the one that forgets. The lower then
+changes under the live tree where the checkpoint differs from it, so before writing, the live
+tree holds what it shows at every path written (``CowFileSystem._hold_shown``: a copy-up, or a
+whiteout where it shows nothing); afterwards it differs from the lower by whatever it holds that
+the checkpoint did not.
+
 The checks and the writes are two steps: a host program that swaps a directory for a symlink in
 between makes the strict view's write fail (``UnsafePathError``), never follow it; what was
 written before that stays.

@@ -38,7 +38,8 @@ the target's record and reports the changed names, as the in-memory rewind does
 (``vfs._cow_checkpoints``). A rewind killed in the middle leaves the upper between the two
 states, every checkpoint intact: rewinding again finishes it. ``checkpoint_changes``/``diff``
 and ``fork`` build each checkpoint's upper in memory (a ``temp_fs`` read from the blobs); a fork
-is an in-memory cow over the same lower.
+is an in-memory cow over the same lower. ``vfs._cow_fork`` writes a checkpoint out as a new
+durable upper instead, sharing the store (:data:`STORES`) by hard links.
 """
 
 from __future__ import annotations
