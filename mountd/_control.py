@@ -24,7 +24,8 @@ request                                        answer (``{"ok": false, "error": 
 ``"result": ...}``                             the active turn's spill rewrite (``Turn.adopt_spill``)
 ``{"op": "cow", "action": "changes",``         ``{"ok": true, "cows": [...], "changes": [{"path",
 ``"paths": [...]}`` (``paths`` optional)       "kind", "entry", "from", "mode", "refused"}]}``:
-                                               what differs from the lower tree now (see below)
+                                               what differs from the lower tree now (see below;
+                                               every ``cow`` request takes ``"checkpoint": N``)
 ``{"op": "cow", "action": "diff",``            ``{"ok": true, "diff": "...", "refused": [...]}``:
 ``"paths": [...]}`` (``paths`` optional)       the git-style diff of those paths, else of all
                                                that apply would write but ``/.git``
@@ -39,6 +40,10 @@ request                                        answer (``{"ok": false, "error": 
                                                changed* (open descriptors keep their files)
 ``{"op": "checkpoint", "action": "prune",``    ``{"ok": true, "pruned": [N...]}``: all but the
 ``"keep": K}`` (``keep`` optional)             labelled and the last K (default 50)
+``{"op": "checkpoint", "action": "fork",``     ``{"ok": true, "session": DIR, "project": P,
+``"number": N, "mountpoint": NEW}``            "checkpoint": {...}}``: checkpoint N written into
+                                               a new session of the project, for a second
+                                               daemon to serve at NEW (see below)
 ``{"op": "cow", "action": "apply",``           ``{"ok": true, "applied": [change...], "refused":
 ``"paths": [...]}`` (``paths`` optional)       [change...], "set_id_cleared": [path...]}``: the
                                                changes written back to the lower tree, those
@@ -56,6 +61,10 @@ default tree's copy-on-write root keeps them in its session, so they outlive the
 end takes one (answered as ``"checkpoint"`` beside ``"turn"``) and keeps the labelled ones and the
 last :data:`DEFAULT_KEEP_CHECKPOINTS`; ``status`` answers how many are kept and the last. A rewind
 reports what changed as the tree's own changes, so the mount invalidates exactly those names.
+A fork needs the default tree (the controller knows its project directory): checkpoint N of its
+copy-on-write root is written into a new session of the project (``mountd._sessions.new_fork``,
+``vfs.lowlevel.write_fork``), which ``mountd checkpoint fork`` then serves with a daemon of its
+own (``mountd mount --session DIR``); the tree of a spec or a factory answers an error.
 
 The ``cow`` requests review the copy-on-write layers of the served tree (``mountd._review``):
 ``paths`` are the served tree's (absolute; a path above a layer's prefix covers all of it), and so
@@ -77,7 +86,9 @@ writes, and the kernel's dirty pages, would go to. A conflict (the lower changed
 copied up) writes nothing and answers the error with ``"conflicts": [path...]``. The layer then forgets
 what it applied (those paths are no longer changes) and reports the applied paths as ``metadata``
 changes, so the mount drops the kernel's cached attributes; names and bytes served are unchanged.
-A tree without a copy-on-write layer answers an error.
+A tree without a copy-on-write layer answers an error. With ``"checkpoint": N`` the requests
+review checkpoint N of each layer instead (``mountd._review.at_checkpoint``), by the same rules,
+and apply writes it (the layer keeps serving what it served).
 
 The change log is fed by :meth:`vfs.Watchable.watch` on the served tree: it keeps the paths (with
 their change kinds and origins) of every notification since the turn began, deduplicated and
@@ -87,6 +98,7 @@ capped at :data:`MAX_CHANGES` paths (then ``"truncated": true``).
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import os
@@ -120,7 +132,15 @@ from vfs.turns import Turn, TurnRoot
 
 from . import _registry as registry
 from ._apply_rules import Refusal
-from ._review import CowAt, apply_unprotected, find_cows, judged, outside_git, served_policy
+from ._review import (
+    CowAt,
+    apply_unprotected,
+    at_checkpoint,
+    find_cows,
+    judged,
+    outside_git,
+    served_policy,
+)
 
 MAX_CHANGES = 100_000
 log = logging.getLogger("mountd")
@@ -158,8 +178,12 @@ class Controller:
         counters: Mapping[str, int] | None = None,
         open_for_writing: Callable[[], list[str]] | None = None,
         keeping_files: Callable[[list[str]], AbstractAsyncContextManager[None]] | None = None,
+        project: str | None = None,
     ) -> None:
         self.fs = fs
+        # The directory the default tree serves (None: a spec's or a factory's tree): a fork
+        # is a new session of it.
+        self.project = project
         self.mountpoint = mountpoint
         self.origin = origin  # the Mount: changes made through it carry it as their origin
         self.counters: Mapping[str, int] = {} if counters is None else counters
@@ -369,6 +393,8 @@ class Controller:
                 async with keeping:
                     record = await tree.rewind(number)
                 return {"ok": True, "checkpoint": describe_checkpoint(record)}
+            if action == "fork":
+                return await self._fork(request)
             if action == "prune":
                 keep = request.get("keep", DEFAULT_KEEP_CHECKPOINTS)
                 if not isinstance(keep, int) or isinstance(keep, bool) or keep < 0:
@@ -377,8 +403,51 @@ class Controller:
         except CheckpointNotFoundError as error:
             raise ControlError(str(error)) from None
         raise ControlError(
-            f"unknown checkpoint action {action!r} (expected take, list, diff, rewind or prune)"
+            f"unknown checkpoint action {action!r} (expected take, list, diff, rewind, fork or "
+            "prune)"
         )
+
+    async def _fork(self, request: dict[str, Any]) -> dict[str, Any]:
+        """Write checkpoint N into a new session of the project (``vfs.lowlevel.write_fork``),
+        for a second daemon to serve at ``mountpoint``."""
+        number = _number(request, "number")
+        mountpoint = request.get("mountpoint")
+        if not isinstance(mountpoint, str) or not os.path.isabs(mountpoint):
+            raise ControlError(f"mountpoint must be an absolute path, not {mountpoint!r}")
+        roots = [found.cow for found in find_cows(self.fs) if found.prefix == ROOT]
+        if self.project is None or not roots:
+            raise ControlError(
+                f"only the default tree forks from the command line: {self.mountpoint} serves "
+                f"a tree of a spec or factory, which has no session to start one from; fork it "
+                f"in Python with tree.fork({number})"
+            )
+        from vfs.lowlevel import write_fork
+
+        from ._sessions import new_fork
+
+        session = await trio.to_thread.run_sync(
+            functools.partial(
+                new_fork, self.project, of=self.mountpoint, checkpoint=number, mountpoint=mountpoint
+            )
+        )
+        try:
+            first = await write_fork(roots[0], number, str(session.upper))
+        except CheckpointNotFoundError:
+            session.discard()
+            raise
+        except OSError as error:
+            session.discard()
+            raise ControlError(f"writing the fork into {session.path} failed: {error}") from None
+        except BaseException:
+            session.discard()
+            raise
+        session.release()
+        return {
+            "ok": True,
+            "session": str(session.path),
+            "project": self.project,
+            "checkpoint": describe_checkpoint(first),
+        }
 
     # -- the copy-on-write review ------------------------------------------------------------
 
@@ -397,6 +466,12 @@ class Controller:
                 "tree, so there is nothing to review (the default `mountd mount` has one, and a "
                 'spec gets one with type = "cow")'
             )
+        number = _number(request, "checkpoint", optional=True)
+        if number is not None:
+            try:
+                cows = [await at_checkpoint(found, number) for found in cows]
+            except CheckpointNotFoundError as error:
+                raise ControlError(str(error)) from None
         if action == "changes":
             return await self._cow_changes(cows, paths)
         if action == "diff":
@@ -432,7 +507,7 @@ class Controller:
             if chosen is None:  # what apply would write but git's own files, as `run --diff`
                 chosen = outside_git(changes, refused)
             if chosen:
-                parts.append(await found.cow.diff(chosen))
+                parts.append(await found.shown.diff(chosen))
         return {"ok": True, "diff": "".join(parts), "refused": refusals}
 
     async def _cow_apply(self, cows: list[CowAt], paths: list[str] | None) -> dict[str, Any]:
@@ -493,7 +568,7 @@ class Controller:
             chosen = _within(paths, found.prefix)
             if chosen == []:
                 continue
-            async for change in found.cow.changes(chosen):
+            async for change in found.shown.changes(chosen):
                 for path in (change.path, change.old_path):
                     if path is not None and found.served(path) in writing:
                         busy.append(found.served(path))
@@ -561,7 +636,7 @@ async def _describe_change(
     entry["mode"] = None
     if change.kind not in ("added", "deleted") and change.entry != "symlink":
         old = await posix_view(found.cow.lower).lstat(change.old_path or change.path)
-        new = await found.cow.lstat(change.path)
+        new = await found.shown.lstat(change.path)
         if old.mode is not None and new.mode is not None and old.mode != new.mode:
             entry["mode"] = {"old": f"{old.mode:04o}", "new": f"{new.mode:04o}"}
     entry["refused"] = refused

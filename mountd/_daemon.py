@@ -62,9 +62,11 @@ async def serve_until_signalled(
     announce: Callable[[], None],
     ready_fd: int | None = None,
     session: str = "",
+    project: str = "",
 ) -> Served:
     """Mount ``fs`` at ``mountpoint`` and serve until SIGINT/SIGTERM/SIGHUP or an outside
-    unmount; the mount is gone when this returns."""
+    unmount; the mount is gone when this returns. ``project``: the directory the default tree
+    serves (its control channel forks it), else empty."""
     with trio.open_signal_receiver(*SIGNALS) as signals:
         async with mounted(fs, mountpoint, options) as mount:
             tune_for_serving()  # this process exists to serve the mount
@@ -83,7 +85,7 @@ async def serve_until_signalled(
                 outcome = Served(None)
                 async with trio.open_nursery() as nursery:
                     # The control socket is up before anyone is told the mount is live.
-                    await _start_control(nursery, mount)
+                    await _start_control(nursery, mount, project or None)
                     await trio.to_thread.run_sync(registry.write_state, state)
                     announce()
                     if ready_fd is not None:
@@ -99,7 +101,7 @@ async def serve_until_signalled(
     return outcome
 
 
-async def _start_control(nursery: trio.Nursery, mount: Mount) -> None:
+async def _start_control(nursery: trio.Nursery, mount: Mount, project: str | None) -> None:
     """Serve the mount's control channel (``mountd._control``); without it, warn and go on."""
     controller = Controller(
         mount.tree,
@@ -108,6 +110,7 @@ async def _start_control(nursery: trio.Nursery, mount: Mount) -> None:
         counters=mount.counters,
         open_for_writing=mount.open_for_writing,
         keeping_files=mount.keeping_files,
+        project=project,
     )
     try:
         await trio.to_thread.run_sync(lambda: registry.state_dir(create=True))

@@ -26,6 +26,10 @@ symlink and crosses no mount point whatever changed there meanwhile.
 
 Conflicts (the lower changed since the layer copied the path up) are ``CowConflictError`` from
 ``apply`` itself: every change is checked before anything is written, so nothing is.
+
+A checkpoint of a layer is reviewed and applied the same way (:func:`at_checkpoint`): every step
+above asks ``CowAt.shown``, the checkpoint's view over the same lower, and the write is the
+layer's own ``apply(checkpoint=N)``, which keeps the layer showing what it showed.
 """
 
 from __future__ import annotations
@@ -60,14 +64,28 @@ CHANGE_LETTERS = {
 
 @dataclass(frozen=True)
 class CowAt:
-    """A copy-on-write layer found in the served tree, and the prefix it is mounted at."""
+    """A copy-on-write layer found in the served tree, and the prefix it is mounted at; with
+    ``checkpoint``, what is reviewed and applied is that checkpoint of the layer, ``shown``
+    (:meth:`CowFileSystem.checkpoint_view`), not the layer now."""
 
     prefix: str
     cow: CowFileSystem
+    checkpoint: int | None = None
+    view: CowFileSystem | None = None
+
+    @property
+    def shown(self) -> CowFileSystem:
+        """The tree whose changes are reviewed: the checkpoint's view, else the layer."""
+        return self.cow if self.view is None else self.view
 
     def served(self, path: str) -> str:
         """A path of the layer's own, as the served tree names it."""
         return add_prefix(path, self.prefix)
+
+
+async def at_checkpoint(found: CowAt, number: int) -> CowAt:
+    """``found`` reviewing its checkpoint ``number``. Raises ``CheckpointNotFoundError``."""
+    return CowAt(found.prefix, found.cow, number, await found.cow.checkpoint_view(number))
 
 
 def find_cows(tree: object, prefix: str = ROOT) -> list[CowAt]:
@@ -119,8 +137,8 @@ async def judged(
     found: CowAt, policy: Policy | None
 ) -> tuple[list[TreeChange], dict[TreeChange, str]]:
     """The layer's changes now, and those apply refuses with why (what the listings show)."""
-    changes = [change async for change in found.cow.changes()]
-    return changes, await refusals(found.cow, found.prefix, changes, policy)
+    changes = [change async for change in found.shown.changes()]
+    return changes, await refusals(found.shown, found.prefix, changes, policy)
 
 
 @dataclass(frozen=True)
@@ -142,7 +160,7 @@ async def apply_unprotected(
     Raises ``CowConflictError`` (nothing written) when the lower changed underneath, and
     ``CowRefusedError`` (nothing written) when a host path became unsafe since it was judged.
     """
-    cow = found.cow
+    cow = found.shown
     changes = [change async for change in cow.changes()]
     selection = select_changes(changes, None if paths is None else list(paths))
     # Judged as what is applied: a host symlink that an unchosen change would replace stays.
@@ -157,5 +175,7 @@ async def apply_unprotected(
             mode = (await cow.lstat(change.path)).mode
             if mode is not None and mode & SET_ID_BITS:
                 cleared.append(change.path)
-    applied = await cow.apply(None if paths is None else list(paths), only=chosen)
+    applied = await found.cow.apply(
+        None if paths is None else list(paths), only=chosen, checkpoint=found.checkpoint
+    )
     return Applied(tuple(applied), kept, tuple(cleared))

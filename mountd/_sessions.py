@@ -22,6 +22,12 @@ happens to them (``resume``: continue; ``fresh``: discard them first), else
 :class:`PendingChanges` names them. ``mountd run`` discards its session when the run ends (its
 changes were reported, and applied or not as asked): what is left behind is a run that was killed.
 ``mountd mount`` keeps it (``mountd unmount --discard`` drops it), so the work survives the mount.
+
+A *fork* (``mountd checkpoint fork``) is a session of the same project under a name of its own
+(:func:`new_fork`: the project's key and ``-fork-`` and a random suffix), whose record also says
+which checkpoint of which mount it started from (:func:`fork_of`); it is served by naming its
+directory (:func:`open_session_at`, ``mountd mount --session DIR``), and otherwise is a session
+like any other.
 """
 
 from __future__ import annotations
@@ -31,12 +37,13 @@ import fcntl
 import hashlib
 import json
 import os
+import secrets
 import shutil
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 Kind = Literal["mount", "run"]
 
@@ -97,6 +104,47 @@ def open_session(project: str, kind: Kind, *, resume: bool = False, fresh: bool 
         )
     path = root / session_key(project, kind)
     path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    return _take(path, project, kind, resume=resume, fresh=fresh)
+
+
+def open_session_at(
+    path: str | os.PathLike[str], *, resume: bool = False, fresh: bool = False
+) -> Session:
+    """Take the session directory ``path`` (a fork's, say: ``mountd mount --session``), of the
+    project its record names, as :func:`open_session` takes one."""
+    session = Path(os.path.abspath(path))
+    record = _record_of(session)
+    if record is None:
+        raise SessionError(f"{session} is not a session directory")
+    kind = record.get("kind")
+    project = record.get("project")
+    if kind not in ("mount", "run") or not isinstance(project, str):
+        raise SessionError(f"{session} is not a session directory")
+    return _take(session, project, kind, resume=resume, fresh=fresh)
+
+
+def new_fork(project: str, *, of: str, checkpoint: int, mountpoint: str) -> Session:
+    """A new, empty session of ``project`` for a fork of checkpoint ``checkpoint`` of the mount
+    at ``of``, to be served at ``mountpoint`` (held by this process until released)."""
+    project = os.path.realpath(project)
+    root = sessions_dir()
+    root.mkdir(parents=True, exist_ok=True, mode=0o700)
+    while True:
+        path = root / f"{session_key(project, 'mount')}-fork-{secrets.token_hex(4)}"
+        try:
+            path.mkdir(mode=0o700)
+            break
+        except FileExistsError:
+            continue
+    fork = {"of": of, "checkpoint": checkpoint, "mountpoint": mountpoint}
+    _write_record(path, project, "mount", fork=fork)
+    return _take(path, project, "mount")
+
+
+def _take(
+    path: Path, project: str, kind: Kind, *, resume: bool = False, fresh: bool = False
+) -> Session:
+    """Lock the session directory ``path`` and check what an earlier process left there."""
     lock_fd = os.open(path / "session.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     try:
         fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -135,13 +183,47 @@ def _made(path: Path) -> str:
         return "an unknown time"
 
 
-def _write_record(path: Path, project: str, kind: Kind) -> None:
+def _record_of(path: Path) -> dict[str, Any] | None:
+    try:
+        record = json.loads((path / "session.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) else None
+
+
+def _write_record(
+    path: Path, project: str, kind: Kind, *, fork: dict[str, Any] | None = None
+) -> None:
     record = path / "session.json"
     if record.exists():
         return
     temp = path / ".session.json.tmp"
-    temp.write_text(json.dumps({"project": project, "kind": kind, "created": time.time()}))
+    fields: dict[str, Any] = {"project": project, "kind": kind, "created": time.time()}
+    if fork is not None:
+        fields["fork"] = fork
+    temp.write_text(json.dumps(fields))
     os.replace(temp, record)
+
+
+@dataclass(frozen=True)
+class Fork:
+    """What a fork's session was made from: checkpoint ``checkpoint`` of the mount at ``of``."""
+
+    of: str
+    checkpoint: int
+    mountpoint: str
+
+
+def fork_of(path: str | os.PathLike[str]) -> Fork | None:
+    """What the session at ``path`` was forked from (``None``: it is no fork)."""
+    record = _record_of(Path(path))
+    fork = None if record is None else record.get("fork")
+    if not isinstance(fork, dict):
+        return None
+    try:
+        return Fork(str(fork["of"]), int(fork["checkpoint"]), str(fork["mountpoint"]))
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 @dataclass(frozen=True)
@@ -153,6 +235,7 @@ class SessionInfo:
     kind: str
     created: float
     in_use: bool
+    fork: Fork | None = None
 
 
 def list_sessions() -> Iterator[SessionInfo]:
@@ -171,6 +254,7 @@ def list_sessions() -> Iterator[SessionInfo]:
             str(record.get("kind", "?")),
             float(record.get("created", 0.0)),
             _in_use(path),
+            fork_of(path),
         )
 
 

@@ -69,6 +69,8 @@ run against an actual path.
   mountd checkpoint list ./mnt         the tree's checkpoints (one per turn, and those you take)
   mountd checkpoint rewind ./mnt N     the tree becomes checkpoint N again (undoable: the state
                                        before is kept as a checkpoint; see `checkpoint --help`)
+  mountd checkpoint fork ./mnt N ./b   a second, independent mount at ./b starting from
+                                       checkpoint N (a session of its own)
 """
 
 MOUNT_DESCRIPTION = """\
@@ -86,7 +88,8 @@ What is served:
                  same directory must say what to do with its changes: --resume continues with
                  them, --fresh discards them; --ephemeral keeps them in memory only (they die
                  with the daemon). `mountd unmount --discard` drops the session; `mountd
-                 status` lists the sessions.
+                 status` lists the sessions. --session DIR serves the session in DIR (a
+                 fork's: `mountd checkpoint fork`) over the directory it belongs to.
   SPEC           a TOML file describing the tree (layers: temp, dir, empty, union, overlay,
                  host, cow, s3; see docs/spec.md); checked completely before anything is mounted
   --factory      a Python function returning a vfs.FileSystem (sync or async, no arguments),
@@ -124,6 +127,9 @@ while it is mounted, through the daemon's control channel.
                                    /.git), in the directory's coordinates: `git apply` there
                                    takes it; what apply refuses is named on stderr
   mountd apply ./mnt [PATH...]     write the changes (default: all) into the directory
+  ... --checkpoint N ./mnt         the same for checkpoint N of the tree (`mountd checkpoint
+                                   list`) instead of the tree now: its changes against the
+                                   directory, its diff, or written into the directory
 
 PATH is a path in the tree (/src/a.py or src/a.py), or a path through MOUNTPOINT (./mnt/src/a.py);
 a directory means everything beneath it. Apply has the rules of `mountd run --apply`: inside any
@@ -137,6 +143,10 @@ listed with their reasons, and naming only them is an error. If a file changed i
 since the mount copied it, nothing is written (exit 1); the same when a file to apply is open for
 writing through the mount. Applied paths are no longer changes, and the mount goes on serving the
 same names and bytes.
+
+With --checkpoint N the same rules judge checkpoint N's changes, and a conflict is a file that
+changed in the directory since N's tree copied it. The mount goes on serving what it served,
+checkpoint N or not: where the tree now differs from what N wrote, that is a change of its own.
 """
 
 
@@ -158,10 +168,22 @@ takes one. The host directory under the tree is never changed by any of this.
                                              state before is kept as a checkpoint, so a rewind
                                              is undone by rewinding to that one; later
                                              checkpoints stay.
+  mountd checkpoint fork MOUNTPOINT N NEWMOUNTPOINT
+                                             a second tree starting from checkpoint N, over
+                                             the same directory, mounted at NEWMOUNTPOINT (an
+                                             empty directory, made if missing) by a daemon of
+                                             its own: writes in either are not seen in the
+                                             other. It is a session of its own (`mountd status`
+                                             lists it as a fork; `mountd unmount --discard
+                                             NEWMOUNTPOINT` drops it; after a kill, `mountd
+                                             mount --session DIR --resume NEWMOUNTPOINT`
+                                             serves it again). It shares the checkpoint store's
+                                             files with the first; its own files are copies.
   mountd checkpoint prune MOUNTPOINT [--keep K]   keep the labelled ones and the last K (50)
 
-`fork` (a second tree from checkpoint N) is the Python API's (`tree.fork(N)`): a daemon serves one
-mount, so a command line fork would need a second daemon over a copy of the session.
+Only the default tree forks from the command line (a spec's or factory's tree has no session:
+fork it in Python, `tree.fork(N)`). `mountd changes|diff|apply --checkpoint N MOUNTPOINT` review
+checkpoint N against the directory and write it there (see `apply --help`).
 """
 
 
@@ -182,6 +204,7 @@ class Source:
     make: Callable[[], Any]  # returns a FileSystem or an awaitable of one
     turns: bool = False  # served under a per-turn /tmp (vfs.turns.TurnRoot)
     session: str = ""  # the directory keeping the default tree's changes (mountd._sessions)
+    project: str = ""  # the directory the default tree serves (a fork is a session of it)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -311,6 +334,13 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="default tree: keep the changes in memory only (they die with the daemon)",
     )
+    mount.add_argument(
+        "--session",
+        metavar="DIR",
+        help="serve the default tree of the session directory DIR (a fork's, from `mountd "
+        "checkpoint fork`; `mountd status` lists them), over the directory its record names, "
+        "whatever the current directory",
+    )
     mount.add_argument("--ready-fd", type=int, help=argparse.SUPPRESS)
     mount.set_defaults(run=_mount)
 
@@ -373,11 +403,11 @@ def _parser() -> argparse.ArgumentParser:
 
     checkpoint = commands.add_parser(
         "checkpoint",
-        help="take, list, compare or rewind to checkpoints of a mount's tree",
+        help="take, list, compare, rewind to or fork checkpoints of a mount's tree",
         description=CHECKPOINT_DESCRIPTION,
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        usage="mountd checkpoint [list|diff|rewind|prune] MOUNTPOINT [ARG...] [options]",
+        usage="mountd checkpoint [list|diff|rewind|fork|prune] MOUNTPOINT [ARG...] [options]",
     )
     checkpoint.add_argument("words", nargs="+", metavar="WORD", help=argparse.SUPPRESS)
     checkpoint.add_argument("--label", metavar="L", help="with a new checkpoint: its label")
@@ -402,6 +432,13 @@ def _parser() -> argparse.ArgumentParser:
         )
         review.add_argument("mountpoint", metavar="MOUNTPOINT")
         review.add_argument("paths", nargs="*", metavar="PATH", help=argparse.SUPPRESS)
+        review.add_argument(
+            "--checkpoint",
+            metavar="N",
+            type=_checkpoint_argument,
+            help=f"{name} checkpoint N of the tree (`mountd checkpoint list`) instead of the "
+            "tree now",
+        )
         if name != "diff":
             review.add_argument(
                 "--json", action="store_true", help="print the daemon's JSON answer"
@@ -446,6 +483,12 @@ def _mount(args: argparse.Namespace) -> int:
 
 def _source(spec_arg: str | None, factory: str | None, args: argparse.Namespace) -> Source:
     """Check what to serve, before anything touches the mountpoint."""
+    if args.session is not None:
+        if factory or spec_arg is not None:
+            raise UsageError("--session serves a session's default tree: give no SPEC or --factory")
+        if args.ephemeral:
+            raise UsageError("--session keeps the changes in its session, not --ephemeral")
+        return _default_source(_session_at(args.session, args), args)
     if factory:
         function = _factory_function(factory)
         return Source(f"factory {factory}", f"the tree {factory}() returns", function)
@@ -456,19 +499,30 @@ def _source(spec_arg: str | None, factory: str | None, args: argparse.Namespace)
     if args.ephemeral:
         layer = default_layer(cwd)
         description = f"{cwd} under copy-on-write as its root (changes in memory), with a writable in-memory /tmp"
-        return Source("default", description, lambda: build(layer), turns=True)
-    session = _default_session(cwd, args)
-    layer = default_layer(cwd, upper=session.upper)
+        return Source("default", description, lambda: build(layer), turns=True, project=cwd)
+    return _default_source(_default_session(cwd, args), args)
+
+
+def _default_source(session: Any, args: argparse.Namespace) -> Source:
+    """The default tree over ``session``'s project, its changes kept in ``session``."""
+    from ._sessions import fork_of
+
+    project = session.project
+    layer = default_layer(project, upper=session.upper)
+    fork = fork_of(session.path)
+    of = "" if fork is None else f"a fork of checkpoint {fork.checkpoint} of {fork.of}, "
     description = (
-        f"{cwd} under copy-on-write as its root (changes kept in {session.upper}), with a "
-        "writable in-memory /tmp"
+        f"{project} under copy-on-write as its root ({of}changes kept in {session.upper}), "
+        "with a writable in-memory /tmp"
     )
     if args.daemon:
         session.release()  # (checked here; the daemon takes it)
     else:
         _SESSIONS.append(session)  # held for the life of this process
     make = functools.partial(build, layer)
-    return Source("default", description, make, turns=True, session=str(session.path))
+    return Source(
+        "default", description, make, turns=True, session=str(session.path), project=project
+    )
 
 
 _SESSIONS: list[Any] = []  # the sessions this process serves (their locks die with it)
@@ -480,6 +534,17 @@ def _default_session(cwd: str, args: argparse.Namespace) -> Any:
 
     try:
         return open_session(cwd, "mount", resume=args.resume, fresh=args.fresh)
+    except SessionError as error:
+        raise Failure(str(error)) from None
+
+
+def _session_at(path: str, args: argparse.Namespace) -> Any:
+    """The session directory ``path`` (``--session``), taken as :func:`_default_session` takes
+    the current directory's."""
+    from ._sessions import SessionError, open_session_at
+
+    try:
+        return open_session_at(path, resume=args.resume, fresh=args.fresh)
     except SessionError as error:
         raise Failure(str(error)) from None
 
@@ -591,6 +656,7 @@ def _mount_in_foreground(args: argparse.Namespace, mountpoint: str, source: Sour
             announce=announce,
             ready_fd=args.ready_fd,
             session=source.session,
+            project=source.project,
         )
         why = served.signal.name if served.signal is not None else "an outside unmount"
         print(f"mountd: unmounted {mountpoint} ({why})", flush=True)
@@ -678,6 +744,8 @@ def _mount_in_background(
         child_args += ["--factory", args.factory]
     if args.audit:
         child_args += ["--audit", os.path.abspath(args.audit)]
+    if args.session is not None:
+        child_args += ["--session", os.path.abspath(args.session)]
     child_args += ["--", *([os.path.abspath(spec_arg)] if spec_arg is not None else []), mountpoint]
     launched = launch(child_args, mountpoint, args.ready_timeout)
     if not launched.ok:
@@ -838,12 +906,14 @@ def _checkpoint(args: argparse.Namespace) -> int:
 
     words = list(args.words)
     action = words.pop(0) if words[0] in CHECKPOINT_ACTIONS else "take"
-    counts = {"take": (1, 1), "list": (1, 1), "diff": (2, 3), "rewind": (2, 2), "prune": (1, 1)}
-    if action == "fork":
-        raise UsageError(
-            "a daemon serves one mount: fork a checkpoint through the Python API (tree.fork(N)), "
-            "or rewind this mount to it"
-        )
+    counts = {
+        "take": (1, 1),
+        "list": (1, 1),
+        "diff": (2, 3),
+        "rewind": (2, 2),
+        "fork": (3, 3),
+        "prune": (1, 1),
+    }
     low, high = counts[action]
     if not low <= len(words) <= high:
         usage = {
@@ -851,6 +921,7 @@ def _checkpoint(args: argparse.Namespace) -> int:
             "list": "MOUNTPOINT",
             "diff": "MOUNTPOINT A [B]",
             "rewind": "MOUNTPOINT N",
+            "fork": "MOUNTPOINT N NEWMOUNTPOINT",
             "prune": "MOUNTPOINT [--keep K]",
         }[action]
         name = "" if action == "take" else action + " "
@@ -860,6 +931,8 @@ def _checkpoint(args: argparse.Namespace) -> int:
     if args.keep is not None and action != "prune":
         raise UsageError("--keep goes with `checkpoint prune` only")
     path = registry.canonical(words[0])
+    if action == "fork":
+        return _fork(path, _checkpoint_number(words[1]), words[2], json_output=args.json)
     numbers = [_checkpoint_number(word) for word in words[1:]]
     payload: dict[str, Any] = {"op": "checkpoint", "action": action}
     if action == "take" and args.label is not None:
@@ -904,6 +977,51 @@ def _checkpoint(args: argparse.Namespace) -> int:
     return OK
 
 
+def _fork(path: str, number: int, new_arg: str, *, json_output: bool) -> int:
+    """``mountd checkpoint fork``: the daemon of ``path`` writes checkpoint ``number`` into a
+    new session of its project, and a second daemon serves that session at ``new_arg``."""
+    from . import _control as control
+    from ._sessions import SessionError, discard_path
+
+    new = registry.canonical(new_arg)
+    if registry.mount_at(new) is not None:
+        raise Failure(f"{new} is already a mount: a fork is mounted on an empty directory")
+    if os.path.lexists(new) and (
+        os.path.islink(new) or not os.path.isdir(new) or any(os.scandir(new))
+    ):
+        raise Failure(f"{new} is not an empty directory: a fork is mounted on an empty one")
+    payload = {"op": "checkpoint", "action": "fork", "number": number, "mountpoint": new}
+    try:
+        reply = control.request(path, payload, timeout=COW_TIMEOUT)
+    except control.ControlError as error:
+        raise Failure(str(error)) from None
+    if not reply.get("ok"):
+        raise Failure(str(reply.get("error", "the daemon refused the request")))
+    session = str(reply["session"])
+    args = _parser().parse_args(["mount", "--daemon", "--resume", "--session", session, new])
+    try:
+        _mount(args)
+    except (Failure, UsageError):
+        with contextlib.suppress(SessionError):
+            discard_path(session)  # nothing serves it: a fork that never ran is no work lost
+        raise
+    if json_output:
+        print(json.dumps(reply, indent=2))
+    else:
+        print(
+            f"mountd: {new} is a fork of checkpoint {number} of {path}, kept in {session} "
+            f"(`mountd unmount --discard {new}` drops it)"
+        )
+    return OK
+
+
+def _checkpoint_argument(word: str) -> int:
+    try:
+        return _checkpoint_number(word)
+    except UsageError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
 def _checkpoint_number(word: str) -> int:
     if not word.isdigit() or int(word) < 1:
         raise UsageError(f"a checkpoint number is 1 or more, not {word!r}")
@@ -931,6 +1049,8 @@ def _review(args: argparse.Namespace) -> int:
     payload: dict[str, Any] = {"op": "cow", "action": args.action}
     if args.paths:
         payload["paths"] = [_tree_path(arg, path) for arg in args.paths]
+    if args.checkpoint is not None:
+        payload["checkpoint"] = args.checkpoint
     try:
         reply = control.request(path, payload, timeout=COW_TIMEOUT)
     except control.ControlError as error:
@@ -938,7 +1058,7 @@ def _review(args: argparse.Namespace) -> int:
     if getattr(args, "json", False):
         print(json.dumps(reply, indent=2))
     elif reply.get("ok"):
-        _print_review(args.action, path, reply, every=bool(args.paths))
+        _print_review(args.action, path, reply, every=bool(args.paths), of=args.checkpoint)
     if not reply.get("ok"):
         conflicts = reply.get("conflicts", [])
         if len(conflicts) > 1 and not getattr(args, "json", False):
@@ -960,7 +1080,9 @@ def _tree_path(arg: str, mountpoint: str) -> str:
         raise UsageError(f"PATH {arg}: {error}") from None
 
 
-def _print_review(action: str, path: str, reply: dict[str, Any], *, every: bool) -> None:
+def _print_review(
+    action: str, path: str, reply: dict[str, Any], *, every: bool, of: int | None
+) -> None:
     if action == "diff":
         text = reply["diff"]
         sys.stdout.write(text if not text or text.endswith("\n") else text + "\n")
@@ -975,6 +1097,8 @@ def _print_review(action: str, path: str, reply: dict[str, Any], *, every: bool)
     applied = reply["applied"]
     if applied:
         count = f"{len(applied)} change{'s' if len(applied) != 1 else ''}"
+        if of is not None:
+            count += f" of checkpoint {of}"
         print(f"mountd: applied {count} to the directory under {path}")
         print("\n".join("  " + line for line in _change_lines(applied, every=True)))
     else:
@@ -1079,6 +1203,11 @@ def _status(args: argparse.Namespace) -> int:
     for session in sessions:
         since = time.strftime("%Y-%m-%d %H:%M", time.localtime(session.created))
         how = "in use" if session.in_use else "left behind (--resume or --fresh)"
+        fork = session.fork
+        if fork is not None:
+            how = f"a fork of checkpoint {fork.checkpoint} of {fork.of}, " + (
+                "in use" if session.in_use else f"left behind (--session {session.path} --resume)"
+            )
         print(
             f"session of {session.project} (mountd {session.kind}, {how}, since {since}): {session.path}"
         )

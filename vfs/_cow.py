@@ -715,6 +715,26 @@ class CowFileSystem:
                 path, atime_ns=info.atime_ns or info.mtime_ns, mtime_ns=info.mtime_ns
             )
 
+    async def _hold_shown(self, path: str) -> None:
+        """Make the upper and the record hold what the merged view shows at real path ``path``,
+        so that the lower changing there shows nothing: a lower entry is copied up (a directory
+        alone), where nothing shows a whiteout is recorded. Nothing visible changes. (An apply
+        from a checkpoint writes the lower under this tree: ``vfs._cow_changes``.)"""
+        probe = ROOT
+        for name in split_path(parent_path(path)):
+            probe = join_path(probe, name)
+            if (await self._direct(probe)).info.kind != "directory":
+                return  # the lower's entry never shows by this name
+        found = await self._direct(path)
+        if found.layer == _LOWER:
+            if found.info.kind == "directory":
+                await self._copy_up_dir(path)
+            else:
+                await self._copy_up(path)
+        elif found.layer is None and not self._meta.hides(path):
+            self._meta.shadow(path, None)
+            self._meta.hide(path)
+
     async def _materialize(self, found: _Found) -> None:
         """Copy up every lower entry that shows beneath the upper directory ``found``."""
         for name, (kind, layer) in sorted((await self._children(found)).items()):
@@ -1400,9 +1420,16 @@ class CowFileSystem:
         *,
         target: FileSystem | None = None,
         only: Collection[TreeChange] | None = None,
+        checkpoint: int | None = None,
     ) -> builtins.list[TreeChange]:
         """Write the changes (all, or those at or beneath ``paths``) into ``target`` (default:
         the lower tree); return them.
+
+        ``checkpoint`` applies checkpoint N's changes instead of this tree's: those of
+        :meth:`checkpoint_view` ``(N)``, checked against what N shadowed. This tree goes on
+        showing the same names and bytes (what it shows where the lower changes is first
+        copied up, or hidden); written into the lower, what it then holds equal to the lower
+        is no longer a change.
 
         ``only`` narrows them to these changes, as :meth:`changes` listed them: a change made
         (or changed) since that listing is left for a later apply, so nothing is written that
@@ -1420,7 +1447,25 @@ class CowFileSystem:
         from ._cow_changes import apply_changes
 
         async with self._writing():
-            return await apply_changes(self, paths, target, only)
+            source = None if checkpoint is None else await self._view_of(checkpoint)
+            return await apply_changes(self, paths, target, only, source)
+
+    async def checkpoint_view(self, number: int) -> CowFileSystem:
+        """Checkpoint ``number`` as a tree of its own over the same lower, to read, review
+        (``changes()``, ``diff()``) and apply from (``apply(checkpoint=number)``): never saved,
+        subscribed to nothing, and what is written through it changes neither this tree nor the
+        checkpoint. Raises :class:`CheckpointNotFoundError`."""
+        async with self._writing():
+            return await self._view_of(number)
+
+    async def _view_of(self, number: int) -> CowFileSystem:
+        if self._durable is not None:
+            from . import _cow_durable
+
+            return await _cow_durable.view_of(self, number)
+        from . import _cow_checkpoints
+
+        return _cow_checkpoints.view(self, self._history.state(number))
 
     async def real_path(self, path: str) -> str:
         """``path`` with every symlink in it resolved in the merged view (chroot semantics: an

@@ -38,6 +38,14 @@ left to hide are cleared, all without changing the merged view's names and bytes
 paths' times are now the lower's, so each is reported as a ``metadata`` change. A set-id bit left
 out stays a ``mode_changed`` change.
 
+Applying a checkpoint (``apply(checkpoint=N)``) is the same function with another *source*:
+the changes, the bytes and the bases checked are those of checkpoint N's view over the same lower
+(``CowFileSystem.checkpoint_view``), while the live tree is the one that forgets. The lower then
+changes under the live tree where the checkpoint differs from it, so before writing, the live
+tree holds what it shows at every path written (``CowFileSystem._hold_shown``: a copy-up, or a
+whiteout where it shows nothing); afterwards it differs from the lower by whatever it holds that
+the checkpoint did not.
+
 The checks and the writes are two steps: a host program that swaps a directory for a symlink in
 between makes the strict view's write fail (``UnsafePathError``), never follow it; what was
 written before that stays.
@@ -337,11 +345,14 @@ async def apply_changes(
     paths: Iterable[str] | None,
     target: FileSystem | None,
     only: Collection[TreeChange] | None = None,
+    source: CowFileSystem | None = None,
 ) -> list[TreeChange]:
-    """See :meth:`CowFileSystem.apply`; the caller holds the tree's lock."""
+    """See :meth:`CowFileSystem.apply`; the caller holds the tree's lock. ``source`` is the
+    tree whose changes are applied (a checkpoint's view over the same lower), else ``cow``."""
+    source = cow if source is None else source
     to_lower = target is None or target is cow._lower_tree or target is cow._lower
     dest = writer_view(cow._lower_tree if to_lower or target is None else target)
-    changes = select(await compute_changes(cow), paths)
+    changes = select(await compute_changes(source), paths)
     if only is not None:
         wanted = set(only)
         changes = [change for change in changes if change in wanted]
@@ -351,9 +362,13 @@ async def apply_changes(
     if unsafe:
         first = min(unsafe)
         raise CowRefusedError(first, unsafe[first], tuple(sorted(unsafe)))
-    await _check(cow, changes, dest, to_lower)
+    await _check(source, changes, dest, to_lower)
     with cow._quietly():
-        await _write_back(cow, changes, dest)
+        if to_lower and source is not cow:
+            # The lower changes under ``cow`` too: it keeps showing what it shows there.
+            for path in sorted(_touched(changes), key=lambda p: (p.count("/"), p)):
+                await cow._hold_shown(path)
+        await _write_back(source, changes, dest)
         if to_lower:
             await _forget_applied(cow, changes)
     cow._invalidate_dirs()
@@ -602,16 +617,17 @@ async def _same_mode(
         await dest.setattr(path, mode=mode)
 
 
+def _touched(changes: Iterable[TreeChange]) -> set[str]:
+    """Every path ``changes`` write in the target (both paths of a rename)."""
+    return {path for c in changes for path in (c.path, c.old_path) if path is not None}
+
+
 async def _forget_applied(cow: CowFileSystem, changes: list[TreeChange]) -> None:
     """After writing into the lower: drop what now merely repeats the lower (view unchanged)."""
     meta = cow._meta
     upper = cow._upper
     lower = cow._lower
-    touched: set[str] = set()
-    for change in changes:
-        touched.add(change.path)
-        if change.old_path is not None:
-            touched.add(change.old_path)
+    touched = _touched(changes)
     # The lower holds the applied state now: that is what the tree shadows from here on.
     for path in touched:
         info = await lower.lstat(path)

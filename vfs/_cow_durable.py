@@ -39,7 +39,8 @@ the target's record and reports the changed names, as the in-memory rewind does
 (``vfs._cow_checkpoints``). A rewind killed in the middle leaves the upper between the two
 states, every checkpoint intact: rewinding again finishes it. ``checkpoint_changes``/``diff``
 and ``fork`` build each checkpoint's upper in memory (a ``temp_fs`` read from the blobs); a fork
-is an in-memory cow over the same lower.
+is an in-memory cow over the same lower. ``vfs._cow_fork`` writes a checkpoint out as a new
+durable upper instead, sharing the store (:data:`STORES`) by hard links.
 """
 
 from __future__ import annotations
@@ -75,6 +76,9 @@ BLOBS = RESERVED + "/blobs"
 CHECKPOINTS = RESERVED + "/checkpoints"
 STAGE = RESERVED + "/stage"
 BASE = CHECKPOINTS + "/base"  # the number rewound to, until the next checkpoint
+STORES = (BLOBS,)
+"""The store's directories of files named by their content: never written once named, only
+removed by a prune, so a fork shares them (``vfs._cow_fork``)."""
 
 Entry = list[Any]
 Manifest = dict[str, Entry]
@@ -316,7 +320,11 @@ async def checkpoint(cow: CowFileSystem, label: str | None, turn: int | None) ->
         return await _record(cow, label, turn)
 
 
-async def _record(cow: CowFileSystem, label: str | None, turn: int | None) -> Checkpoint:
+async def _record(
+    cow: CowFileSystem, label: str | None, turn: int | None, summary: Summary | None = None
+) -> Checkpoint:
+    """Take a checkpoint (``summary``: what it says it holds, else what changed since the last
+    one)."""
     durable = await load(cow)
     manifest = await _current(cow)
     meta = cow._meta.dumps()
@@ -325,13 +333,32 @@ async def _record(cow: CowFileSystem, label: str | None, turn: int | None) -> Ch
         if durable.latest is None
         else (durable.latest[0], CowMeta.loads(durable.latest[1]))
     )
-    summary = await _summary(cow, previous, (manifest, cow._meta))
+    if summary is None:
+        summary = await _summary(cow, previous, (manifest, cow._meta))
     number = max(durable.records, default=0) + 1
     record = Checkpoint(number, turn, label or None, time.time(), summary)
+    with cow._quietly():
+        await write_checkpoint(cow._upper, record, meta, manifest, await _stage(cow))
+        if durable.based:
+            await cow._upper.unlink(BASE)
+            durable.based = False
+    durable.records[number] = record
+    durable.latest = (manifest, meta)
+    durable.dirty.clear()
+    return record
+
+
+async def write_checkpoint(
+    upper: PosixFileSystem, record: Checkpoint, meta: str, manifest: Manifest, stage: str
+) -> None:
+    """Write checkpoint ``record`` (the cow's record ``meta`` then, the upper's ``manifest``)
+    into ``upper``: under the temporary name ``stage``, renamed into place (its blobs are
+    there already)."""
+    summary = record.summary
     text = json.dumps(
         {
-            "number": number,
-            "turn": turn,
+            "number": record.number,
+            "turn": record.turn,
             "label": record.label,
             "time": record.time,
             "summary": [summary.added, summary.modified, summary.deleted, summary.bytes],
@@ -340,18 +367,9 @@ async def _record(cow: CowFileSystem, label: str | None, turn: int | None) -> Ch
         },
         separators=(",", ":"),
     )
-    upper = cow._upper
-    with cow._quietly():
-        stage = await _stage(cow)
-        await upper.write(stage, text)
-        await upper.rename(stage, _number_path(number))
-        if durable.based:
-            await upper.unlink(BASE)
-            durable.based = False
-    durable.records[number] = record
-    durable.latest = (manifest, meta)
-    durable.dirty.clear()
-    return record
+    await _directory(upper, CHECKPOINTS)
+    await upper.write(stage, text)
+    await upper.rename(stage, _number_path(record.number))
 
 
 async def checkpoints(cow: CowFileSystem) -> list[Checkpoint]:
@@ -381,6 +399,12 @@ async def _view(cow: CowFileSystem, number: int, *, subscribe: bool = False) -> 
             await _put_blob(cow, upper, path, entry)
             await upper.setattr(path, mode=entry[1], mtime_ns=entry[3])
     return type(cow)._of_state(cow._lower_tree, upper, CowMeta.loads(meta), subscribe=subscribe)
+
+
+async def view_of(cow: CowFileSystem, number: int) -> CowFileSystem:
+    """Checkpoint ``number`` as a cow of its own (``CowFileSystem.checkpoint_view``)."""
+    _known(await load(cow), number)
+    return await _view(cow, number)
 
 
 async def _views(

@@ -123,6 +123,7 @@ from ._disk import (
     Mountpoint,
     as_node,
     chmod_nofollow,
+    data_extents,
     file_info,
     glob_fd,
     grep_fd,
@@ -330,6 +331,11 @@ class DirFileSystem:
         self._strict = strict
         self._root_mount = _mount_id(root) if strict else -1
         self._origin: DirFileSystem | None = None
+
+    @property
+    def host_root(self) -> str:
+        """Where this tree's root directory is on the host now (the kernel's name for it)."""
+        return _fd_path(self._root, self._real)
 
     def strict_view(self) -> DirFileSystem:
         """This tree in strict mode (see the module docstring): the same root directory, a
@@ -1346,24 +1352,8 @@ class DiskFile:
         await self._observers.emit(self._path, "content")
 
     def data_extents(self, size: int) -> list[tuple[int, int]]:
-        """The ``(start, end)`` spans within ``size`` that hold data (the rest are holes), as
-        SEEK_DATA/SEEK_HOLE tell them; the whole range where the file system cannot."""
-        fd = self._live()
-        spans: list[tuple[int, int]] = []
-        offset = 0
-        try:
-            while offset < size:
-                start = os.lseek(fd, offset, os.SEEK_DATA)
-                if start >= size:
-                    break
-                end = min(os.lseek(fd, start, os.SEEK_HOLE), size)
-                spans.append((start, end))
-                offset = end
-        except OSError as error:
-            if error.errno == errno.ENXIO:  # no data past offset
-                return spans
-            return [*spans, (offset, size)]
-        return spans
+        """The ``(start, end)`` spans within ``size`` that hold data (the rest are holes)."""
+        return data_extents(self._live(), size)
 
     async def flush(self) -> None:
         self._live()  # writes went straight to the kernel: nothing is buffered here

@@ -931,3 +931,23 @@ async def read_whole(fd: int, size: int) -> bytes:
     if size > _BIG_FILE:
         return await anyio.to_thread.run_sync(read_fd, fd)
     return read_fd(fd)
+
+
+def data_extents(fd: int, size: int) -> list[tuple[int, int]]:
+    """The ``(start, end)`` spans of ``fd`` within ``size`` that hold data (the rest are holes),
+    as SEEK_DATA/SEEK_HOLE tell them; the whole rest where the file system cannot."""
+    spans: list[tuple[int, int]] = []
+    offset = 0
+    try:
+        while offset < size:
+            start = os.lseek(fd, offset, os.SEEK_DATA)
+            if start >= size:
+                break
+            end = min(os.lseek(fd, start, os.SEEK_HOLE), size)
+            spans.append((start, end))
+            offset = end
+    except OSError as error:
+        if error.errno == errno.ENXIO:  # no data past offset
+            return spans
+        return [*spans, (offset, size)]
+    return spans

@@ -58,6 +58,7 @@ from ._union import UnionFileSystem
 from ._watch import Observers
 
 if _typing.TYPE_CHECKING:
+    from ._cow_fork import write_fork
     from ._host import HostFileSystem
     from ._local import LocalFileSystem
     from ._overlay import OverlayFileSystem
@@ -69,6 +70,7 @@ __getattr__ = _lazy_names(
     __name__,
     {
         "HostFileSystem": "._host",
+        "write_fork": "._cow_fork",
         "LocalFileSystem": "._local",
         "OverlayFileSystem": "._overlay",
         "DEFAULT_PART_SIZE": "._s3",
@@ -138,6 +140,7 @@ __all__ = [
     "strip_prefix",
     "unsafe_paths",
     "without_set_id",
+    "write_fork",
     "writer_view",
 ]
 

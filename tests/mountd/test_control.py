@@ -98,7 +98,7 @@ def test_bad_requests_answer_errors(backend: str) -> None:
             ({"op": "checkpoint", "label": 3}, "a label is a non-empty string, not 3"),
             (
                 {"op": "checkpoint", "action": "undo"},
-                "unknown checkpoint action 'undo' (expected take, list, diff, rewind or prune)",
+                "unknown checkpoint action 'undo' (expected take, list, diff, rewind, fork or prune)",
             ),
             (
                 {"op": "turn", "action": "pause"},

@@ -130,6 +130,7 @@ class _Tree:
         self.model = model
         self.kept: dict[int, Model] = {}
         self.base = base  # what the next checkpoint's summary counts from (None: unknown)
+        self.based: int | None = None  # the checkpoint that is
 
 
 class CheckpointModel(RuleBasedStateMachine):
@@ -159,8 +160,12 @@ class CheckpointModel(RuleBasedStateMachine):
     @precondition(lambda self: self.kind == "cow-durable")
     @rule()
     def restart(self) -> None:
-        """A new process over the same upper: every checkpoint, and the tree, come back."""
-        self.trees[0].fs = self._durable_cow()
+        """A new process over the same upper: every checkpoint, and the tree, come back (and
+        the state it grew from, if a checkpoint still holds it)."""
+        tree = self.trees[0]
+        tree.fs = self._durable_cow()
+        if tree.based not in tree.kept:
+            tree.base = None
 
     def teardown(self) -> None:
         shutil.rmtree(self.scratch, ignore_errors=True)
@@ -267,7 +272,7 @@ class CheckpointModel(RuleBasedStateMachine):
         if tree.base is not None:
             check_summary(record.summary, tree.base, tree.model)
         tree.kept[record.number] = dict(tree.model)
-        tree.base = tree.kept[record.number]
+        tree.base, tree.based = tree.kept[record.number], record.number
 
     @precondition(lambda self: any(tree.kept for tree in self.trees))
     @rule(which=st.integers(0, 2), pick=st.integers(0, 50))
@@ -286,7 +291,7 @@ class CheckpointModel(RuleBasedStateMachine):
                 check_summary(record.summary, tree.base, before)
             tree.kept[new] = before
         tree.model = dict(tree.kept[number])
-        tree.base = tree.kept[number]
+        tree.base, tree.based = tree.kept[number], number
 
     @precondition(lambda self: len(self.trees) < 3 and any(tree.kept for tree in self.trees))
     @rule(pick=st.integers(0, 50))
@@ -297,7 +302,7 @@ class CheckpointModel(RuleBasedStateMachine):
         forked = _Tree(call(lambda: tree.fs.fork(number)), dict(tree.kept[number]), None)
         (first,) = call(forked.fs.checkpoints)
         forked.kept[first.number] = dict(forked.model)
-        forked.base = forked.kept[first.number]
+        forked.base, forked.based = forked.kept[first.number], first.number
         self.trees.append(forked)
 
     @precondition(lambda self: any(tree.kept for tree in self.trees))
