@@ -102,6 +102,7 @@ from ._review import (
 )
 from ._sandbox import conflicts, host_layout, sandbox_dir, sandbox_root
 from ._sessions import Session, SessionError, open_session
+from ._warm import NO_WARM_HELP
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 _CLONE_NEWNS = 0x00020000
@@ -136,6 +137,7 @@ class RunRequest:
     read_only: tuple[str, ...] = ()  # host paths bound read-only (``--ro``)
     env: tuple[str, ...] = ()  # ``--env NAME[=VALUE]``
     rewind_on_failure: bool = False  # ``--rewind-on-failure``
+    warm: bool = False  # the tree listed through the mount before the command starts
 
 
 # --- running -----------------------------------------------------------------------------------
@@ -222,8 +224,9 @@ async def _run(
         root = sandbox_root(served, entries, unlisted=[BINDS_NAME])
     elif binds:  # (in --at mode bubblewrap makes the system entries on a root of its own)
         root = sandbox_root(served, (), unlisted=[BINDS_NAME])
+    owners = await _owners(view, user)
     options = MountOptions(
-        fsname="agentroot-run", allow_other=user.switch, owners=await _owners(view, user)
+        fsname="agentroot-run", allow_other=user.switch, owners=owners, warm=request.warm
     )
     mountpoint = _mountpoint(user)
     sandbox = Sandbox(
@@ -590,6 +593,7 @@ def _run_options(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="keep the changes in memory only while the command runs (not on disk)",
     )
+    parser.add_argument("--no-warm", action="store_true", help="without a SPEC: " + NO_WARM_HELP)
     parser.add_argument(
         "--allow",
         metavar="PATH",
@@ -644,6 +648,7 @@ def command(args: argparse.Namespace) -> int:
         "fresh",
         "ephemeral",
         "rewind_on_failure",
+        "no_warm",
     ):
         if getattr(more, name):
             setattr(args, name, True)
@@ -701,6 +706,7 @@ def command(args: argparse.Namespace) -> int:
         read_only=tuple(args.ro),
         env=tuple(args.env),
         rewind_on_failure=args.rewind_on_failure,
+        warm=not spec and not args.no_warm,
     )
     status = run(request)
     if session is not None:

@@ -45,6 +45,7 @@ from . import MountOptions
 from . import _registry as registry
 from ._review import CHANGE_LETTERS, GIT_DIR
 from ._spec import SpecError, build, default_layer, describe, load_spec
+from ._warm import NO_WARM_HELP
 
 OK, FAILURE, USAGE = 0, 1, 2
 READY_TIMEOUT = 30.0
@@ -182,6 +183,7 @@ class Source:
     make: Callable[[], Any]  # returns a FileSystem or an awaitable of one
     turns: bool = False  # served under a per-turn /tmp (vfs.turns.TurnRoot)
     session: str = ""  # the directory keeping the default tree's changes (mountd._sessions)
+    warm: bool = False  # listed through the mount before it is handed over (mountd._warm)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -311,6 +313,7 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="default tree: keep the changes in memory only (they die with the daemon)",
     )
+    mount.add_argument("--no-warm", action="store_true", help="default tree: " + NO_WARM_HELP)
     mount.add_argument("--ready-fd", type=int, help=argparse.SUPPRESS)
     mount.set_defaults(run=_mount)
 
@@ -456,7 +459,7 @@ def _source(spec_arg: str | None, factory: str | None, args: argparse.Namespace)
     if args.ephemeral:
         layer = default_layer(cwd)
         description = f"{cwd} under copy-on-write as its root (changes in memory), with a writable in-memory /tmp"
-        return Source("default", description, lambda: build(layer), turns=True)
+        return Source("default", description, lambda: build(layer), turns=True, warm=True)
     session = _default_session(cwd, args)
     layer = default_layer(cwd, upper=session.upper)
     description = (
@@ -468,7 +471,7 @@ def _source(spec_arg: str | None, factory: str | None, args: argparse.Namespace)
     else:
         _SESSIONS.append(session)  # held for the life of this process
     make = functools.partial(build, layer)
-    return Source("default", description, make, turns=True, session=str(session.path))
+    return Source("default", description, make, turns=True, session=str(session.path), warm=True)
 
 
 _SESSIONS: list[Any] = []  # the sessions this process serves (their locks die with it)
@@ -534,7 +537,7 @@ def _prepare_mountpoint(mountpoint_arg: str) -> tuple[str, bool]:
     return path, created
 
 
-def _options(args: argparse.Namespace) -> MountOptions:
+def _options(args: argparse.Namespace, source: Source) -> MountOptions:
     return MountOptions(
         allow_other=args.allow_other,
         read_only=args.read_only,
@@ -546,6 +549,7 @@ def _options(args: argparse.Namespace) -> MountOptions:
         # and a program writing the host file meanwhile is not seen until a lookup or stat).
         keep_written_pages=args.cache_timeout > 0,
         debug=args.debug,
+        warm=source.warm and not args.no_warm,
     )
 
 
@@ -585,7 +589,7 @@ def _mount_in_foreground(args: argparse.Namespace, mountpoint: str, source: Sour
         served = await serve_until_signalled(
             fs,
             mountpoint,
-            _options(args),
+            _options(args, source),
             spec=source.label,
             description=source.description,
             announce=announce,
@@ -671,6 +675,7 @@ def _mount_in_background(
             # (--fresh was done here, by _source: the daemon finds the session empty)
             ("--resume", args.resume),
             ("--ephemeral", args.ephemeral),
+            ("--no-warm", args.no_warm),
         )
         if on
     ]
