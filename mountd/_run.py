@@ -89,7 +89,7 @@ from ._bwrap import (
 )
 from ._collector import tune_for_serving
 from ._environ import EnvError, caller_home, pending_git_config, sandbox_environment
-from ._identity import SandboxUser, sandbox_user
+from ._identity import SandboxUser, owners_shown_as_another, sandbox_user
 from ._landlock import SCOPE_ABI
 from ._review import (
     CHANGE_LETTERS,
@@ -176,7 +176,7 @@ def _private_mounts() -> None:
 
 
 async def _run(
-    request: RunRequest, bwrap: str, user: SandboxUser, git_config: Callable[[], str]
+    request: RunRequest, bwrap: str, user: SandboxUser, git_config: Callable[[bool], str]
 ) -> int:
     tree = request.tree
     view = vfs.posix_view(tree)
@@ -244,7 +244,7 @@ async def _run(
     files = sandbox.files(
         passwd=_host_file("/etc/passwd"),
         group=_host_file("/etc/group"),
-        git_config=git_config(),
+        git_config=git_config(owners_shown_as_another(owners, user)),
     )
     before: vfs.Checkpoint | None = None
     if request.rewind_on_failure:
@@ -518,7 +518,8 @@ namespaces, ...) and, where the kernel has Landlock, no write outside the tree, 
 --allow paths. Its environment is an allow-list: PATH (the caller's entries under /usr, /bin,
 /sbin), LANG, LANGUAGE, LC_*, TERM, COLORTERM, NO_COLOR, TZ, git's GIT_AUTHOR_*/GIT_COMMITTER_*
 identity, HOME=TMPDIR=/tmp, USER and LOGNAME; --env adds more. Git reads a generated config with
-only the caller's user.name and user.email (and safe.directory = *), never the caller's own.
+only the caller's user.name and user.email (and safe.directory = *), never the caller's own (and
+core.checkStat = minimal when the project's owner is shown as the sandbox's user: root's run).
 --allow and --ro bind host paths (under your home: seen under HOME=/tmp; elsewhere only with
 --at) for what an agent CLI keeps outside the project; they are outside the review, and the
 summary lists them.
