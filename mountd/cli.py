@@ -87,7 +87,9 @@ What is served:
                  same directory must say what to do with its changes: --resume continues with
                  them, --fresh discards them; --ephemeral keeps them in memory only (they die
                  with the daemon). `mountd unmount --discard` drops the session; `mountd
-                 status` lists the sessions.
+                 status` lists the sessions. The tree is listed through the mount before the
+                 mount is said to be live (--no-warm: not), so that the kernel answers the
+                 first walk of it (git status) from its cache.
   SPEC           a TOML file describing the tree (layers: temp, dir, empty, union, overlay,
                  host, cow, s3; see docs/spec.md); checked completely before anything is mounted
   --factory      a Python function returning a vfs.FileSystem (sync or async, no arguments),
