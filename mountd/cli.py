@@ -539,7 +539,8 @@ def _prepare_mountpoint(mountpoint_arg: str) -> tuple[str, bool]:
     return path, created
 
 
-def _options(args: argparse.Namespace, source: Source) -> MountOptions:
+def _options(args: argparse.Namespace, *, warm: bool = False) -> MountOptions:
+    """The mount's options (``warm``: the tree is the default one, listed unless --no-warm)."""
     return MountOptions(
         allow_other=args.allow_other,
         read_only=args.read_only,
@@ -551,7 +552,7 @@ def _options(args: argparse.Namespace, source: Source) -> MountOptions:
         # and a program writing the host file meanwhile is not seen until a lookup or stat).
         keep_written_pages=args.cache_timeout > 0,
         debug=args.debug,
-        warm=source.warm and not args.no_warm,
+        warm=warm and not args.no_warm,
     )
 
 
@@ -591,7 +592,7 @@ def _mount_in_foreground(args: argparse.Namespace, mountpoint: str, source: Sour
         served = await serve_until_signalled(
             fs,
             mountpoint,
-            _options(args, source),
+            _options(args, warm=source.warm),
             spec=source.label,
             description=source.description,
             announce=announce,
