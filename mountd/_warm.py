@@ -35,8 +35,8 @@ import threading
 log = logging.getLogger("mountd")
 
 WARM_ENTRIES = 200_000
-"""At most this many entries are listed (the first ``git status`` of a repository as large as
-tldr-pages, 38,000 files, takes about a second of it)."""
+"""At most this many entries are listed: about 20 us each through the default tree (tldr-pages'
+39,000 in 0.7 s), so the cap keeps a huge tree's listing within about :data:`WARM_WAIT`."""
 
 WARM_WAIT = 5.0
 """Seconds at most a mount waits for its listing before it is handed over."""
