@@ -14,6 +14,12 @@ before each of the two. The mount's FUSE request counts and the daemon's CPU tim
 ``git status`` are reported: READs are how many files git hashed (0 when the mount shows the
 inode numbers git's index recorded; the index and a few objects are read regardless).
 
+Without ``--warm`` the mount is not listed first (as with ``mountd mount --no-warm``);
+``--warm`` times it twice in each repetition, without and with the listing the default tree's
+mounts make before they are handed over (``MountOptions.warm``, ``mountd._warm``), and reports
+the mount's start (the daemon started to the mount handed over, the listing included) beside
+each ``git status``.
+
 ``--profile`` profiles the daemon during the mount's ``git status`` (pyinstrument when
 installed, cProfile otherwise). Nothing is written into the repository: ``git status`` in the
 mount writes its copy-on-write upper, thrown away after each repetition.
@@ -84,17 +90,21 @@ def timed_status(cwd: Path) -> float:
 
 
 def mounted_status(
-    repo: Path, work: Path, *, cold: bool, profile: bool
-) -> tuple[float, dict[str, int], float, str]:
-    """The first ``git status`` in a fresh default mount of ``repo``: seconds, the requests it
-    sent by op, the daemon's CPU seconds, and the profile's text (``profile``)."""
+    repo: Path, work: Path, *, cold: bool, profile: bool, options: list[str]
+) -> tuple[float, float, dict[str, int], float, str]:
+    """The first ``git status`` in a fresh default mount of ``repo`` (``options``: MountOptions
+    fields as ``field=value``): the seconds its start took (to the mount handed over), the
+    seconds of the status, the requests it sent by op, the daemon's CPU seconds, and the
+    profile's text (``profile``)."""
     mountpoint = work / "mnt"
     mountpoint.mkdir(exist_ok=True)
     upper = Path(str(repo).rstrip("/") + ".upper")
     shutil.rmtree(upper, ignore_errors=True)
-    daemon = Daemon("repo", mountpoint, repo, work / "daemon.log", [])
+    start = time.perf_counter()
+    daemon = Daemon("repo", mountpoint, repo, work / "daemon.log", options)
     try:
         daemon.wait_ready()
+        started = time.perf_counter() - start
         if cold:
             drop_caches()
         before = daemon.request("stats")
@@ -114,7 +124,8 @@ def mounted_status(
     counts = {
         op: after["counters"].get(op, 0) - before["counters"].get(op, 0) for op in after["counters"]
     }
-    return seconds, {op: n for op, n in counts.items() if n}, after["cpu"] - before["cpu"], text
+    cpu = after["cpu"] - before["cpu"]
+    return started, seconds, {op: n for op, n in counts.items() if n}, cpu, text
 
 
 def main() -> int:
@@ -125,8 +136,14 @@ def main() -> int:
     p.add_argument("--reps", type=int, default=5)
     p.add_argument("--cold", action="store_true", help="also drop the kernel's caches (root)")
     p.add_argument("--profile", action="store_true", help="profile the daemon (last rep)")
+    p.add_argument(
+        "--warm", action="store_true", help="compare the mount without and with its listing"
+    )
     args = p.parse_args()
     work = Path(tempfile.mkdtemp(prefix="agentroot-git-status-"))
+    mounts: dict[str, list[str]] = (
+        {"mount": []} if not args.warm else {"no listing": [], "listing": ["warm=true"]}
+    )
     try:
         repo = synthetic(work / "repo", args.files) if args.files else args.repo.resolve()
         files = int(git(repo, "ls-files", "-z").count("\0"))
@@ -135,28 +152,39 @@ def main() -> int:
         modes = [False, True] if args.cold else [False]
         for cold in modes:
             host: list[float] = []
-            mount: list[float] = []
+            timed: dict[str, list[tuple[float, float]]] = {name: [] for name in mounts}
             for rep in range(args.reps):
                 if cold:
                     drop_caches()
                 host.append(timed_status(repo))
                 last = rep == args.reps - 1
-                seconds, counts, cpu, text = mounted_status(
-                    repo, work, cold=cold, profile=args.profile and last
-                )
-                mount.append(seconds)
-                if rep == 0 or last:
-                    ops = ", ".join(f"{op}={n}" for op, n in sorted(counts.items()))
-                    print(f"  rep {rep + 1}: mount {seconds:.3f} s, daemon CPU {cpu:.2f} s: {ops}")
-                if text:
-                    print(text)
-            h, m = statistics.median(host), statistics.median(mount)
+                for name, options in mounts.items():
+                    started, seconds, counts, cpu, text = mounted_status(
+                        repo, work, cold=cold, profile=args.profile and last, options=options
+                    )
+                    timed[name].append((started, seconds))
+                    if rep == 0 or last:
+                        ops = ", ".join(f"{op}={n}" for op, n in sorted(counts.items()))
+                        print(
+                            f"  rep {rep + 1}: {name}: start {started:.3f} s, status "
+                            f"{seconds:.3f} s, daemon CPU {cpu:.2f} s: {ops}",
+                            flush=True,
+                        )
+                    if text:
+                        print(text)
+            h = statistics.median(host)
             label = "cold caches" if cold else "warm host caches"
-            print(
-                f"{label}: host {h:.3f} s, first git status in a fresh default mount {m:.3f} s "
-                f"({m / h:.1f}x), medians of {args.reps}",
-                flush=True,
-            )
+            print(f"{label}, medians of {args.reps}: host {h:.3f} s", flush=True)
+            for name, runs in timed.items():
+                started = statistics.median(run[0] for run in runs)
+                m = statistics.median(run[1] for run in runs)
+                both = statistics.median(run[0] + run[1] for run in runs)
+                print(
+                    f"  {name}: first git status in a fresh default mount {m:.3f} s "
+                    f"({m / h:.1f}x host); the mount's start {started:.3f} s; start and status "
+                    f"{both:.3f} s",
+                    flush=True,
+                )
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return 0

@@ -17,7 +17,13 @@ sandbox's environment is built, not inherited (:func:`sandbox_environment`):
 
 The caller's git configuration is likewise never shown: :func:`git_config` writes a new one with
 the identity only (``user.name``, ``user.email``, as the caller's git resolves them), and
-``safe.directory = *`` (the tree is the sandbox's own; its owner is the agent's user).
+``safe.directory = *`` (the tree is the sandbox's own; its owner is the agent's user). When the
+command sees the tree's owner as another user than the host's files record
+(``mountd._identity.owners_shown_as_another``: root's run, whose owner map shows a root-owned
+project as the sandbox's user), it also sets ``core.checkStat = minimal``: git's index recorded
+the host's owner, and with its default comparison git takes every file for changed, hashes it
+and rewrites the index; "minimal" compares what says the file changed (whole-second mtime, size,
+mode), not who owns it.
 """
 
 from __future__ import annotations
@@ -93,19 +99,20 @@ def _path(caller_path: str, roots: Sequence[str]) -> str:
     return ":".join(kept) if kept else DEFAULT_PATH
 
 
-def git_config(caller: Mapping[str, str]) -> str:
-    """The sandbox's global git config: the caller's identity and nothing else."""
-    return pending_git_config(caller)()
+def git_config(caller: Mapping[str, str], *, owners_shown_as_another: bool = False) -> str:
+    """The sandbox's global git config: the caller's identity, ``safe.directory``, and
+    ``core.checkStat`` when ``owners_shown_as_another`` (see the module docstring)."""
+    return pending_git_config(caller)(owners_shown_as_another)
 
 
-def pending_git_config(caller: Mapping[str, str]) -> Callable[[], str]:
+def pending_git_config(caller: Mapping[str, str]) -> Callable[[bool], str]:
     """:func:`git_config`, its ``git config`` started now and waited for when the result is
-    called for (``mountd run`` sets up the rest meanwhile)."""
+    called for, with ``owners_shown_as_another`` (``mountd run`` sets up the rest meanwhile)."""
     identity = _caller_identity(caller)
-    return lambda: _config_of(identity())
+    return lambda owners_shown_as_another: _config_of(identity(), owners_shown_as_another)
 
 
-def _config_of(identity: dict[str, str]) -> str:
+def _config_of(identity: dict[str, str], owners_shown_as_another: bool) -> str:
     lines = []
     if identity:
         lines.append("[user]\n")
@@ -113,6 +120,8 @@ def _config_of(identity: dict[str, str]) -> str:
             f"\t{key} = {_quoted(identity[key])}\n" for key in ("name", "email") if key in identity
         ]
     lines.append("[safe]\n\tdirectory = *\n")
+    if owners_shown_as_another:
+        lines.append("[core]\n\tcheckStat = minimal\n")
     return "".join(lines)
 
 

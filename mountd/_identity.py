@@ -19,7 +19,9 @@ Because the command is no longer the daemon's user, files the daemon's user owns
 not be its own. A root mountd therefore shows the *tree's owner* (the owner of its root directory:
 the project's) as the command's host uid through the mount, and records what the command creates
 as the tree's owner (:class:`mountd._attrs.OwnerMap`): the agent owns the project, as its user
-does, and what apply writes back belongs to that user.
+does, and what apply writes back belongs to that user. What recorded the host's owners then
+disagrees with what the command sees (:func:`owners_shown_as_another`): git's index, whose stat
+comparison ``mountd._environ`` relaxes for it.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ import os
 import pwd
 from collections.abc import Mapping
 from dataclasses import dataclass
+
+from ._attrs import OwnerMap
 
 SANDBOX_UID = 65533  # below nobody (65534); not in the ranges distributions and systemd hand out
 SANDBOX_NAME = "agent"
@@ -57,6 +61,14 @@ class SandboxUser:
         if any(_field(line, 2) == str(self.gid) for line in host.splitlines()):
             return host
         return _with_line(host, f"{self.name}:x:{self.gid}:\n")
+
+
+def owners_shown_as_another(owners: OwnerMap | None, user: SandboxUser) -> bool:
+    """Whether the command sees the tree's owner as another user than the host's files record:
+    mapped by ``owners`` to the command's host ids, which its namespace shows as ``user.uid``/
+    ``user.gid`` (root's run: a root-owned project seen as uid 65533; with ``--root`` as 0
+    again, the same)."""
+    return owners is not None and (owners.tree_uid, owners.tree_gid) != (user.uid, user.gid)
 
 
 def sandbox_user(*, root_inside: bool, environ: Mapping[str, str] | None = None) -> SandboxUser:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ._attrs import AttrPolicy, OwnerMap
+from ._warm import WARM_ENTRIES, WARM_WAIT
 
 SUBTYPE = "mountd"
 
@@ -50,6 +51,13 @@ class MountOptions:
     another program then shows its change once the kernel's attributes expire or a lookup asks
     again, as with ``stat``. Off, each listing examines every entry afresh.
     ``owners``: show one owner of the tree as another user (see :class:`mountd._attrs.OwnerMap`).
+    ``warm``: once the mount is live, list its tree through the mount (``warm_entries`` entries
+    at most), so that the kernel holds every entry's attributes before the first program walks
+    it (the first ``git status`` then sends a few LOOKUPs instead of one a file); the mount is
+    reported live when the listing is done, or after ``warm_wait`` seconds, when it goes on in
+    the background (``mountd._warm``). Off by default; the default tree's mounts (``mountd
+    mount`` of a directory, ``mountd run``) turn it on. It pays while the entries stay cached:
+    ``entry_timeout`` and ``attr_timeout`` must outlast the wait for the first program.
     """
 
     fsname: str = "agentroot"
@@ -69,6 +77,9 @@ class MountOptions:
     reuse_known_attributes: bool = True
     read_ahead_kb: int | None = 1024
     owners: OwnerMap | None = None
+    warm: bool = False
+    warm_wait: float = WARM_WAIT
+    warm_entries: int = WARM_ENTRIES
     # Longest an API write waits for the kernel to drop its caches (see mountd._invalidate).
     invalidation_timeout: float = 10.0
     # Longest the shutdown waits for in-flight requests before cancelling them.
@@ -89,6 +100,17 @@ class MountOptions:
             )
         if not 0 <= self.idle_spin <= 0.1:
             raise ValueError(f"idle_spin must be between 0 and 0.1 seconds: {self.idle_spin!r}")
+        if not self.warm_wait >= 0 or self.warm_entries < 0:
+            raise ValueError(
+                f"warm_wait and warm_entries must be 0 or more: {self.warm_wait!r}, "
+                f"{self.warm_entries!r}"
+            )
+
+    @property
+    def lists_first(self) -> bool:
+        """Whether the mount lists its tree before it is handed over: asked for, and what the
+        listing tells the kernel stays cached (``warm`` with both timeouts above 0)."""
+        return self.warm and self.entry_timeout > 0 and self.attr_timeout > 0
 
     def attr_policy(self, uid: int, gid: int) -> AttrPolicy:
         """How the mount fills attributes, for a daemon running as ``uid``/``gid``."""

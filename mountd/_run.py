@@ -89,7 +89,7 @@ from ._bwrap import (
 )
 from ._collector import tune_for_serving
 from ._environ import EnvError, caller_home, pending_git_config, sandbox_environment
-from ._identity import SandboxUser, sandbox_user
+from ._identity import SandboxUser, owners_shown_as_another, sandbox_user
 from ._landlock import SCOPE_ABI
 from ._review import (
     CHANGE_LETTERS,
@@ -102,6 +102,7 @@ from ._review import (
 )
 from ._sandbox import conflicts, host_layout, sandbox_dir, sandbox_root
 from ._sessions import Session, SessionError, open_session
+from ._warm import NO_WARM_HELP
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 _CLONE_NEWNS = 0x00020000
@@ -136,6 +137,7 @@ class RunRequest:
     read_only: tuple[str, ...] = ()  # host paths bound read-only (``--ro``)
     env: tuple[str, ...] = ()  # ``--env NAME[=VALUE]``
     rewind_on_failure: bool = False  # ``--rewind-on-failure``
+    warm: bool = False  # the tree listed through the mount before the command starts
 
 
 # --- running -----------------------------------------------------------------------------------
@@ -174,7 +176,7 @@ def _private_mounts() -> None:
 
 
 async def _run(
-    request: RunRequest, bwrap: str, user: SandboxUser, git_config: Callable[[], str]
+    request: RunRequest, bwrap: str, user: SandboxUser, git_config: Callable[[bool], str]
 ) -> int:
     tree = request.tree
     view = vfs.posix_view(tree)
@@ -222,8 +224,9 @@ async def _run(
         root = sandbox_root(served, entries, unlisted=[BINDS_NAME])
     elif binds:  # (in --at mode bubblewrap makes the system entries on a root of its own)
         root = sandbox_root(served, (), unlisted=[BINDS_NAME])
+    owners = await _owners(view, user)
     options = MountOptions(
-        fsname="agentroot-run", allow_other=user.switch, owners=await _owners(view, user)
+        fsname="agentroot-run", allow_other=user.switch, owners=owners, warm=request.warm
     )
     mountpoint = _mountpoint(user)
     sandbox = Sandbox(
@@ -241,7 +244,7 @@ async def _run(
     files = sandbox.files(
         passwd=_host_file("/etc/passwd"),
         group=_host_file("/etc/group"),
-        git_config=git_config(),
+        git_config=git_config(owners_shown_as_another(owners, user)),
     )
     before: vfs.Checkpoint | None = None
     if request.rewind_on_failure:
@@ -515,7 +518,8 @@ namespaces, ...) and, where the kernel has Landlock, no write outside the tree, 
 --allow paths. Its environment is an allow-list: PATH (the caller's entries under /usr, /bin,
 /sbin), LANG, LANGUAGE, LC_*, TERM, COLORTERM, NO_COLOR, TZ, git's GIT_AUTHOR_*/GIT_COMMITTER_*
 identity, HOME=TMPDIR=/tmp, USER and LOGNAME; --env adds more. Git reads a generated config with
-only the caller's user.name and user.email (and safe.directory = *), never the caller's own.
+only the caller's user.name and user.email (and safe.directory = *), never the caller's own (and
+core.checkStat = minimal when the project's owner is shown as the sandbox's user: root's run).
 --allow and --ro bind host paths (under your home: seen under HOME=/tmp; elsewhere only with
 --at) for what an agent CLI keeps outside the project; they are outside the review, and the
 summary lists them.
@@ -590,6 +594,7 @@ def _run_options(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="keep the changes in memory only while the command runs (not on disk)",
     )
+    parser.add_argument("--no-warm", action="store_true", help="without a SPEC: " + NO_WARM_HELP)
     parser.add_argument(
         "--allow",
         metavar="PATH",
@@ -644,6 +649,7 @@ def command(args: argparse.Namespace) -> int:
         "fresh",
         "ephemeral",
         "rewind_on_failure",
+        "no_warm",
     ):
         if getattr(more, name):
             setattr(args, name, True)
@@ -701,6 +707,7 @@ def command(args: argparse.Namespace) -> int:
         read_only=tuple(args.ro),
         env=tuple(args.env),
         rewind_on_failure=args.rewind_on_failure,
+        warm=not spec and not args.no_warm,
     )
     status = run(request)
     if session is not None:

@@ -17,10 +17,13 @@ happened. In order:
    ``pyfuse3.main`` in a shielded scope, and wait until the mount answers (``statvfs`` and a new
    ``st_dev`` seen from a worker thread) before reporting :class:`Mount` through ``task_status``.
 5. Subscribe to the tree's changes (if it is :class:`vfs.Watchable`) to keep the kernel coherent.
-6. On the way out: unsubscribe, let in-flight invalidations finish while requests are still
-   served, ``pyfuse3.terminate()`` so in-flight requests complete (the main loop is cancelled only
-   if it does not stop in time), close files a process still held open, then
-   ``pyfuse3.close(unmount=True)``.
+6. With ``MountOptions.warm``, list the tree through the mount (:class:`mountd._warm.Warmer`,
+   from a thread of its own) and report the mount only once that is done, or after
+   ``warm_wait`` seconds (the listing then goes on in the background).
+7. On the way out: stop the listing, unsubscribe, let in-flight invalidations finish while
+   requests are still served, ``pyfuse3.terminate()`` so in-flight requests complete (the main
+   loop is cancelled only if it does not stop in time), close files a process still held open,
+   then ``pyfuse3.close(unmount=True)``.
 
 :func:`mounted` wraps this as an async context manager for harnesses inside their own trio program.
 """
@@ -55,6 +58,7 @@ from ._options import MountOptions
 from ._reader import Reader
 from ._reader import installed as reader_installed
 from ._terms import FuseFeatures, TreeFeatures, negotiate
+from ._warm import Warmer
 from ._writers import inodes_open_for_writing
 
 log = logging.getLogger("mountd")
@@ -74,6 +78,7 @@ class Mount:
         self.tree = tree
         self.counters: Counter[str] = Counter()
         self._ops: Operations | None = None
+        self.warmer: Warmer | None = None  # its listing of the tree (``MountOptions.warm``)
         # The mountpoint as /proc/self/mountinfo lists it, found before mounting: resolving
         # it later would look through the mount.
         self._listed_as = _registry.canonical(mountpoint)
@@ -394,6 +399,7 @@ async def _serve_session(
 
     unsubscribe: Callable[[], None] | None = None
     invalidator: Invalidator | None = None
+    warmer: Warmer | None = None
     async with trio.open_nursery() as nursery:
         nursery.start_soon(run_main)
         try:
@@ -412,11 +418,19 @@ async def _serve_session(
                     counters=mount.counters,
                 )
                 unsubscribe = watchable.watch(_counting(ops, invalidator))
+            if options.lists_first:
+                warmer = mount.warmer = Warmer(mount.mountpoint, cap=options.warm_entries)
+                warmer.start()
+                await trio.to_thread.run_sync(
+                    warmer.wait, options.warm_wait, abandon_on_cancel=True
+                )
             task_status.started(mount)
             await main_done.wait()
             log.info("%s was unmounted from outside", mount.mountpoint)
         finally:
             with trio.CancelScope(shield=True):
+                if warmer is not None:  # (its last request is served meanwhile)
+                    await trio.to_thread.run_sync(warmer.stop, options.shutdown_timeout)
                 await trio.to_thread.run_sync(notifier.close, options.shutdown_timeout)
                 if unsubscribe is not None:
                     unsubscribe()

@@ -45,6 +45,7 @@ from . import MountOptions
 from . import _registry as registry
 from ._review import CHANGE_LETTERS, GIT_DIR
 from ._spec import SpecError, build, default_layer, describe, load_spec
+from ._warm import NO_WARM_HELP
 
 OK, FAILURE, USAGE = 0, 1, 2
 READY_TIMEOUT = 30.0
@@ -89,7 +90,10 @@ What is served:
                  them, --fresh discards them; --ephemeral keeps them in memory only (they die
                  with the daemon). `mountd unmount --discard` drops the session; `mountd
                  status` lists the sessions. --session DIR serves the session in DIR (a
-                 fork's: `mountd checkpoint fork`) over the directory it belongs to.
+                 fork's: `mountd checkpoint fork`) over the directory it belongs to. The tree
+                 is listed through the mount before the mount is said to be live (--no-warm:
+                 not), so that the kernel answers the first walk of it (git status) from its
+                 cache.
   SPEC           a TOML file describing the tree (layers: temp, dir, empty, union, overlay,
                  host, cow, s3; see docs/spec.md); checked completely before anything is mounted
   --factory      a Python function returning a vfs.FileSystem (sync or async, no arguments),
@@ -205,6 +209,7 @@ class Source:
     turns: bool = False  # served under a per-turn /tmp (vfs.turns.TurnRoot)
     session: str = ""  # the directory keeping the default tree's changes (mountd._sessions)
     project: str = ""  # the directory the default tree serves (a fork is a session of it)
+    warm: bool = False  # listed through the mount before it is handed over (mountd._warm)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -341,6 +346,7 @@ def _parser() -> argparse.ArgumentParser:
         "checkpoint fork`; `mountd status` lists them), over the directory its record names, "
         "whatever the current directory",
     )
+    mount.add_argument("--no-warm", action="store_true", help="default tree: " + NO_WARM_HELP)
     mount.add_argument("--ready-fd", type=int, help=argparse.SUPPRESS)
     mount.set_defaults(run=_mount)
 
@@ -499,7 +505,9 @@ def _source(spec_arg: str | None, factory: str | None, args: argparse.Namespace)
     if args.ephemeral:
         layer = default_layer(cwd)
         description = f"{cwd} under copy-on-write as its root (changes in memory), with a writable in-memory /tmp"
-        return Source("default", description, lambda: build(layer), turns=True, project=cwd)
+        return Source(
+            "default", description, lambda: build(layer), turns=True, project=cwd, warm=True
+        )
     return _default_source(_default_session(cwd, args), args)
 
 
@@ -521,7 +529,13 @@ def _default_source(session: Any, args: argparse.Namespace) -> Source:
         _SESSIONS.append(session)  # held for the life of this process
     make = functools.partial(build, layer)
     return Source(
-        "default", description, make, turns=True, session=str(session.path), project=project
+        "default",
+        description,
+        make,
+        turns=True,
+        session=str(session.path),
+        project=project,
+        warm=True,
     )
 
 
@@ -599,7 +613,8 @@ def _prepare_mountpoint(mountpoint_arg: str) -> tuple[str, bool]:
     return path, created
 
 
-def _options(args: argparse.Namespace) -> MountOptions:
+def _options(args: argparse.Namespace, *, warm: bool = False) -> MountOptions:
+    """The mount's options (``warm``: the tree is the default one, listed unless --no-warm)."""
     return MountOptions(
         allow_other=args.allow_other,
         read_only=args.read_only,
@@ -611,6 +626,7 @@ def _options(args: argparse.Namespace) -> MountOptions:
         # and a program writing the host file meanwhile is not seen until a lookup or stat).
         keep_written_pages=args.cache_timeout > 0,
         debug=args.debug,
+        warm=warm and not args.no_warm,
     )
 
 
@@ -650,7 +666,7 @@ def _mount_in_foreground(args: argparse.Namespace, mountpoint: str, source: Sour
         served = await serve_until_signalled(
             fs,
             mountpoint,
-            _options(args),
+            _options(args, warm=source.warm),
             spec=source.label,
             description=source.description,
             announce=announce,
@@ -737,6 +753,7 @@ def _mount_in_background(
             # (--fresh was done here, by _source: the daemon finds the session empty)
             ("--resume", args.resume),
             ("--ephemeral", args.ephemeral),
+            ("--no-warm", args.no_warm),
         )
         if on
     ]

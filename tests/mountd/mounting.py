@@ -70,7 +70,8 @@ class MountProcess:
         self._log = log
 
     def stats(self) -> dict[str, Any]:
-        """``{"counters": {op: n}, "inodes": n, "handles": n}`` from the serving process."""
+        """``{"counters": {op: n}, "inodes": n, "handles": n, "listed": n}`` from the serving
+        process (``listed``: the entries its warm listing listed so far, ``None`` without one)."""
         self._sock.sendall(b"stats\n")
         line = self._reader.readline()
         if not line:
@@ -310,10 +311,12 @@ async def _serve_child(tree: object, mountpoint: str, options: object | None, fd
                                 nursery.cancel_scope.cancel()
                                 return
                             if line == b"stats":
+                                warmer = mount.warmer
                                 reply = {
                                     "counters": dict(mount.counters),
                                     "inodes": mount.known_inodes,
                                     "handles": mount.open_handles,
+                                    "listed": None if warmer is None else warmer.listed,
                                 }
                                 await stream.send_all(json.dumps(reply).encode() + b"\n")
                     nursery.cancel_scope.cancel()

@@ -483,6 +483,48 @@ def test_run_failed_command_status_and_no_apply(repo: Path) -> None:
     assert manifest(repo) == before
 
 
+STATUS_AS_SEEN = "stat -c %u README.md; git {} status --porcelain"
+
+
+@pytest.mark.mount
+@pytest.mark.parametrize("flags", [(), ("--no-warm",)])
+def test_roots_run_over_a_root_owned_repository_sees_it_unchanged(
+    flags: tuple[str, ...], repo: Path
+) -> None:
+    """Root's run shows the root-owned project as the sandbox's user, which git's index never
+    recorded: the sandbox's git compares size, mtime and mode only, so git status hashes
+    nothing and leaves the index as it was; git's default comparison rewrites it."""
+    assert os.geteuid() == 0 and repo.stat().st_uid == 0  # (the suite runs as root)
+    past = 1_700_000_000  # every file older than the index: none is racily clean
+    for dirpath, _, filenames in os.walk(repo):
+        if "/.git" not in dirpath + "/":
+            for name in filenames:
+                os.utime(Path(dirpath, name), (past, past), follow_symlinks=False)
+    git(repo, "status", "--porcelain")  # the index takes the new times, as an agent finds it
+    index = (repo / ".git" / "index").read_bytes()
+    done = mountd_run(*flags, "--", "sh", "-c", STATUS_AS_SEEN.format(""), cwd=repo)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "65533\n"  # the sandbox's user; nothing changed
+    assert "exited with status 0; 0 changes in the copy-on-write tree\n" in done.stderr
+    strict = STATUS_AS_SEEN.format("-c core.checkStat=default")
+    done = mountd_run(*flags, "--", "sh", "-c", strict, cwd=repo)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "65533\n"
+    assert "exited with status 0; 1 change in the copy-on-write tree\n" in done.stderr
+    assert "  /.git: 1 change (git's own files)\n" in done.stderr  # the index, rewritten
+    assert (repo / ".git" / "index").read_bytes() == index  # (in the copy only)
+
+
+@pytest.mark.mount
+def test_a_run_as_uid_0_inside_sees_the_owner_git_recorded(repo: Path) -> None:
+    """With ``--root`` the namespace shows the sandbox's user as 0 again: the owner git's index
+    recorded, so git keeps its default comparison."""
+    shown = "stat -c %u README.md; git config core.checkStat || echo default"
+    done = mountd_run("--root", "--", "sh", "-c", shown, cwd=repo)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "0\ndefault\n"
+
+
 @pytest.mark.mount
 def test_run_apply_conflict_writes_nothing(repo: Path, tmp_path: Path) -> None:
     """The host file changes while the copy holds an edit of it: apply refuses, whole."""
