@@ -14,7 +14,11 @@ record (``vfs._cow``), where nothing shows them through the tree:
     one checkpoint: its :class:`vfs.Checkpoint` fields, the cow's record then (``CowMeta``
     JSON), and the *manifest* of the upper then: path -> ``["file", mode, size, mtime_ns,
     sha256]``, ``["symlink", mode, target]``, ``["directory", mode]`` or ``["special", mode,
-    special, rdev]``.
+    special, rdev]``; either whole (``"manifest"``) or as the ``"changes"`` (path -> entry, or
+    ``null`` for removed) from the checkpoint named ``"base"``, the one the tree grew from.
+``/.agentroot-cow/checkpoints/base``
+    the number of the checkpoint last rewound to, until the next checkpoint (a summary counts
+    from it, across a restart too).
 
 Order of writes: the blobs a checkpoint needs, then its file, written under a temporary name and
 renamed into place. So a checkpoint exists exactly when its file does, and every blob it names
@@ -27,9 +31,12 @@ reports every change made through it (the cow notes the paths, its own copy-ups 
 a path under a reported directory is walked. A process that starts over an upper with
 checkpoints does not know what an earlier, killed one changed after its last checkpoint, so the
 first checkpoint verb compares the whole upper with the newest manifest once, by kind, size,
-mtime and mode. The manifest itself is written whole each time (the upper's entries, not the
-tree's: the upper holds only what the session changed), which keeps every checkpoint readable on
-its own and pruning a deletion of files.
+mtime and mode. A checkpoint writes only the manifest's changes, on the checkpoint the tree grew
+from: a chain that ends in a whole manifest, written again whole when resolving the chain would
+read more than two whole manifests' worth (:data:`MAX_CHAIN` files, or more changes than the
+manifest has entries), so a turn's checkpoint costs what the turn changed, not the size of the
+upper. Pruning a checkpoint first writes the ones resting on it again (on its base, or whole),
+each renamed into place, so every chain is whole at every moment.
 
 Rewind records the state now unless a kept checkpoint holds it, then makes the upper the
 manifest's: removes what the target lacks (deepest first), makes its directories (shallowest
@@ -82,12 +89,26 @@ removed by a prune, so a fork shares them (``vfs._cow_fork``)."""
 
 Entry = list[Any]
 Manifest = dict[str, Entry]
+Changes = dict[str, Entry | None]  # what changed from one manifest to the next (None: removed)
+
+MAX_CHAIN = 32  # checkpoint files read to resolve one manifest, at most
 
 
 class Durable:
     """What a durable cow knows of its checkpoints (see the module docstring)."""
 
-    __slots__ = ("based", "blobs", "dirty", "latest", "loaded", "records", "serial", "stores")
+    __slots__ = (
+        "based",
+        "blobs",
+        "dirty",
+        "latest",
+        "latest_number",
+        "links",
+        "loaded",
+        "records",
+        "serial",
+        "stores",
+    )
 
     def __init__(self) -> None:
         self.based = False  # whether BASE names the state the upper grew from
@@ -98,6 +119,11 @@ class Durable:
         # The manifest and record the upper grew from: the newest checkpoint's, or the one
         # rewound to since (BASE); a summary counts from it.
         self.latest: tuple[Manifest, str] | None = None
+        self.latest_number: int | None = None  # the checkpoint that holds ``latest``
+        # Each checkpoint's place in its chain: (the checkpoint its changes apply to, or None
+        # for a whole manifest; how many files to read to resolve it; how many changes they
+        # hold in all, besides the whole manifest).
+        self.links: dict[int, tuple[int | None, int, int]] = {}
         self.loaded = False
         self.serial = 0
 
@@ -140,21 +166,57 @@ def _state(cow: CowFileSystem) -> Durable:
     return durable
 
 
-def _load_file(text: str) -> tuple[Checkpoint, Manifest, str]:
-    data = json.loads(text)
+def _record_of(data: dict[str, Any]) -> Checkpoint:
     added, modified, deleted, size = data["summary"]
-    record = Checkpoint(
+    return Checkpoint(
         int(data["number"]),
         data["turn"],
         data["label"],
         float(data["time"]),
         Summary(added, modified, deleted, size),
     )
-    return record, data["manifest"], data["record"]
+
+
+async def _read_file(cow: CowFileSystem, number: int) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(await read_bytes(cow._upper, _number_path(number)))
+    return data
+
+
+def _applied(manifest: Manifest, changes: Changes) -> Manifest:
+    """``manifest`` with ``changes`` made (a new dict)."""
+    result = dict(manifest)
+    _apply(result, changes)
+    return result
+
+
+def _apply(manifest: Manifest, changes: Changes) -> None:
+    for path, entry in changes.items():
+        if entry is None:
+            manifest.pop(path, None)
+        else:
+            manifest[path] = entry
 
 
 async def _read_checkpoint(cow: CowFileSystem, number: int) -> tuple[Checkpoint, Manifest, str]:
-    return _load_file((await read_bytes(cow._upper, _number_path(number))).decode())
+    """Checkpoint ``number``: its record, its whole manifest (its chain resolved), its cow
+    record."""
+    data = await _read_file(cow, number)
+    chain = [data]
+    while chain[-1].get("base") is not None:
+        chain.append(await _read_file(cow, int(chain[-1]["base"])))
+    manifest: Manifest = chain[-1]["manifest"]
+    for link in reversed(chain[:-1]):
+        _apply(manifest, link["changes"])
+    return _record_of(data), manifest, data["record"]
+
+
+def _link(durable: Durable, data: dict[str, Any]) -> None:
+    base = data.get("base")
+    if base is None:
+        durable.links[int(data["number"])] = (None, 1, 0)
+    else:
+        _, depth, size = durable.links[int(base)]
+        durable.links[int(data["number"])] = (int(base), depth + 1, size + len(data["changes"]))
 
 
 async def load(cow: CowFileSystem) -> Durable:
@@ -170,15 +232,19 @@ async def load(cow: CowFileSystem) -> Durable:
             if name.endswith(".json") and name[:-5].isdigit():
                 numbers.append(int(name[:-5]))
     for number in sorted(numbers):
-        record, manifest, meta = await _read_checkpoint(cow, number)
-        durable.records[number] = record
-        durable.latest = (manifest, meta)
+        data = await _read_file(cow, number)
+        durable.records[number] = _record_of(data)
+        _link(durable, data)  # (a base always has a smaller number)
+    grew_from = max(numbers, default=None)
     if await _exists(upper, BASE):
         text = (await read_bytes(upper, BASE)).decode().strip()
         if text.isdigit() and int(text) in durable.records:
-            _, manifest, meta = await _read_checkpoint(cow, int(text))
-            durable.latest = (manifest, meta)
+            grew_from = int(text)
             durable.based = True
+    if grew_from is not None:
+        _, manifest, meta = await _read_checkpoint(cow, grew_from)
+        durable.latest = (manifest, meta)
+        durable.latest_number = grew_from
     previous = {} if durable.latest is None else durable.latest[0]
     now = await _manifest_of(cow, [ROOT], {})
     for path in previous.keys() | now.keys():
@@ -239,14 +305,23 @@ async def _manifest_of(cow: CowFileSystem, roots: Iterable[str], into: Manifest)
 
 
 async def _current(cow: CowFileSystem) -> Manifest:
-    """The manifest of the upper now: the newest checkpoint's, with what changed since read
-    again (files that changed get their bytes stored)."""
+    """The manifest of the upper now (a new dict; see :func:`_changes`)."""
+    base, changes = await _changes(cow)
+    return _applied(base, changes)
+
+
+async def _changes(cow: CowFileSystem) -> tuple[Manifest, Changes]:
+    """The manifest the upper grew from (the durable state's own: not to be changed) and what
+    changed since: the paths beneath what was reported read again (files that changed get
+    their bytes stored). O(what changed), unless a directory changed: then O(beneath it)."""
     durable = await load(cow)
-    manifest: Manifest = {} if durable.latest is None else dict(durable.latest[0])
+    base: Manifest = {} if durable.latest is None else durable.latest[0]
     roots = outermost(durable.dirty)
-    chosen = set(roots)
-    for path in [p for p in manifest if _beneath_any(p, chosen)]:
-        del manifest[path]
+    if any(root == ROOT or _kind(base.get(root)) == "directory" for root in roots):
+        chosen = set(roots)
+        removed = [path for path in base if _beneath_any(path, chosen)]
+    else:  # only names that were not directories: nothing beneath them to drop
+        removed = [root for root in roots if root in base]
     fresh = await _manifest_of(cow, roots, {})
     files = [(path, entry) for path, entry in fresh.items() if entry[0] == "file"]
     if files:
@@ -254,8 +329,9 @@ async def _current(cow: CowFileSystem) -> Manifest:
         names = await _blobs(cow).store([(path, entry[2]) for path, entry in files])
         for (_, entry), name in zip(files, names, strict=True):
             entry.append(name)
-    manifest.update(fresh)
-    return manifest
+    changes: Changes = {path: None for path in removed if path not in fresh}
+    changes.update((path, entry) for path, entry in fresh.items() if base.get(path) != entry)
+    return base, changes
 
 
 def _beneath_any(path: str, roots: set[str]) -> bool:
@@ -269,8 +345,7 @@ def _beneath_any(path: str, roots: set[str]) -> bool:
         probe = parent_path(probe)
 
 
-def _merged_kind(manifest: Manifest, meta: CowMeta, lower: Kind | None, path: str) -> Kind | None:
-    entry = manifest.get(path)
+def _merged_kind(entry: Entry | None, meta: CowMeta, lower: Kind | None, path: str) -> Kind | None:
     if entry is not None:
         return _upper_kind(entry)
     return None if meta.hides(path) else lower
@@ -281,23 +356,24 @@ def _upper_kind(entry: Entry) -> Kind | None:
 
 
 async def _summary(
-    cow: CowFileSystem, old: tuple[Manifest, CowMeta], new: tuple[Manifest, CowMeta]
+    cow: CowFileSystem, base: Manifest, changes: Changes, old_meta: CowMeta, new_meta: CowMeta
 ) -> Summary:
-    paths = await _candidates(cow, old, new)
+    """What changed from ``base`` (and ``old_meta``) by ``changes`` (and ``new_meta``)."""
+    paths = set(changes) | await _hidden_between(cow, old_meta, new_meta)
     lower = Entries(cow._lower)
     counted = []
     for path in paths:
         if path == ROOT:
             continue
-        before, after = old[0].get(path), new[0].get(path)
+        before, after = base.get(path), changes.get(path, base.get(path))
         if before is not None and after is not None:  # both in the upper: no lower to ask
             then, now = _upper_kind(before), _upper_kind(after)
             size = after[2] if after[0] == "file" else 0
         else:
             below = await lower.get(path)
             kind = below.kind if below.exists else None
-            then = _merged_kind(old[0], old[1], kind, path)
-            now = _merged_kind(new[0], new[1], kind, path)
+            then = _merged_kind(before, old_meta, kind, path)
+            now = _merged_kind(after, new_meta, kind, path)
             size = after[2] if after is not None and after[0] == "file" else below.size
         counted.append((then, now, size))
     return tally(counted)
@@ -307,8 +383,13 @@ async def _candidates(
     cow: CowFileSystem, old: tuple[Manifest, CowMeta], new: tuple[Manifest, CowMeta]
 ) -> set[str]:
     paths = {p for p in old[0].keys() | new[0].keys() if old[0].get(p) != new[0].get(p)}
-    hidden = old[1].hidden ^ new[1].hidden
-    paths |= hidden
+    return paths | await _hidden_between(cow, old[1], new[1])
+
+
+async def _hidden_between(cow: CowFileSystem, old: CowMeta, new: CowMeta) -> set[str]:
+    """The paths one record hides and the other does not, and the lower's beneath them."""
+    hidden = old.hidden ^ new.hidden
+    paths = set(hidden)
     for path in hidden:
         if (await cow._lower.lstat(path)).kind == "directory":
             paths.update([entry.path async for entry in walk(cow._lower, path)])
@@ -326,50 +407,68 @@ async def _record(
     """Take a checkpoint (``summary``: what it says it holds, else what changed since the last
     one)."""
     durable = await load(cow)
-    manifest = await _current(cow)
+    base, changes = await _changes(cow)
     meta = cow._meta.dumps()
-    previous: tuple[Manifest, CowMeta] = (
-        ({}, CowMeta())
-        if durable.latest is None
-        else (durable.latest[0], CowMeta.loads(durable.latest[1]))
-    )
     if summary is None:
-        summary = await _summary(cow, previous, (manifest, cow._meta))
+        old_meta = CowMeta() if durable.latest is None else CowMeta.loads(durable.latest[1])
+        summary = await _summary(cow, base, changes, old_meta, cow._meta)
     number = max(durable.records, default=0) + 1
     record = Checkpoint(number, turn, label or None, time.time(), summary)
+    link = durable.latest_number
+    if link is not None:
+        _, depth, size = durable.links[link]
+        if depth >= MAX_CHAIN or size + len(changes) > max(64, len(base)):
+            link = None  # resolving it would cost more than reading two whole manifests
     with cow._quietly():
-        await write_checkpoint(cow._upper, record, meta, manifest, await _stage(cow))
+        stage = await _stage(cow)
+        if link is None:
+            data = await write_checkpoint(cow._upper, record, meta, _applied(base, changes), stage)
+        else:
+            data = await write_checkpoint(cow._upper, record, meta, None, stage, (link, changes))
         if durable.based:
             await cow._upper.unlink(BASE)
             durable.based = False
     durable.records[number] = record
-    durable.latest = (manifest, meta)
+    _link(durable, data)
+    if durable.latest is None:
+        durable.latest = (_applied({}, changes), meta)
+    else:
+        _apply(base, changes)  # the durable state's own dict: now the new manifest
+        durable.latest = (base, meta)
+    durable.latest_number = number
     durable.dirty.clear()
     return record
 
 
 async def write_checkpoint(
-    upper: PosixFileSystem, record: Checkpoint, meta: str, manifest: Manifest, stage: str
-) -> None:
-    """Write checkpoint ``record`` (the cow's record ``meta`` then, the upper's ``manifest``)
-    into ``upper``: under the temporary name ``stage``, renamed into place (its blobs are
-    there already)."""
+    upper: PosixFileSystem,
+    record: Checkpoint,
+    meta: str,
+    manifest: Manifest | None,
+    stage: str,
+    link: tuple[int, Changes] | None = None,
+) -> dict[str, Any]:
+    """Write checkpoint ``record`` (the cow's record ``meta`` then, and the upper's whole
+    ``manifest`` or, as ``link``, the checkpoint it differs from and how) into ``upper``:
+    under the temporary name ``stage``, renamed into place (its blobs are there already).
+    Answers what was written."""
     summary = record.summary
-    text = json.dumps(
-        {
-            "number": record.number,
-            "turn": record.turn,
-            "label": record.label,
-            "time": record.time,
-            "summary": [summary.added, summary.modified, summary.deleted, summary.bytes],
-            "record": meta,
-            "manifest": manifest,
-        },
-        separators=(",", ":"),
-    )
+    data: dict[str, Any] = {
+        "number": record.number,
+        "turn": record.turn,
+        "label": record.label,
+        "time": record.time,
+        "summary": [summary.added, summary.modified, summary.deleted, summary.bytes],
+        "record": meta,
+    }
+    if link is None:
+        data["manifest"] = manifest
+    else:
+        data["base"], data["changes"] = link
     await _directory(upper, CHECKPOINTS)
-    await upper.write(stage, text)
+    await upper.write(stage, json.dumps(data, separators=(",", ":")))
     await upper.rename(stage, _number_path(record.number))
+    return data
 
 
 async def checkpoints(cow: CowFileSystem) -> list[Checkpoint]:
@@ -483,6 +582,7 @@ async def rewind(cow: CowFileSystem, number: int) -> Checkpoint:
             await cow._upper.rename(stage, BASE)
         durable.based = True
         durable.latest = (target, meta)
+        durable.latest_number = number
         durable.dirty.clear()
         after = Entries(cow)
         for path in sorted(entries):
@@ -559,19 +659,52 @@ async def _put_blob(cow: CowFileSystem, tree: PosixFileSystem, path: str, entry:
         await target.close()
 
 
+async def _unlink_checkpoint(cow: CowFileSystem, durable: Durable, number: int) -> None:
+    """Remove checkpoint ``number``; the checkpoints whose changes apply to it are written
+    again first, on its base (or whole), so every chain stays whole at every moment."""
+    upper = cow._upper
+    base = durable.links[number][0]
+    resting = [n for n, (on, _, _) in durable.links.items() if on == number]
+    if resting:
+        gone = await _read_file(cow, number)
+        for other in sorted(resting):
+            data = await _read_file(cow, other)
+            record = durable.records[other]
+            if base is None:  # the removed one was whole: so is this one now
+                manifest = _applied(gone["manifest"], data["changes"])
+                data = await write_checkpoint(
+                    upper, record, data["record"], manifest, await _stage(cow)
+                )
+            else:
+                changes = {**gone["changes"], **data["changes"]}
+                data = await write_checkpoint(
+                    upper, record, data["record"], None, await _stage(cow), (base, changes)
+                )
+            _link(durable, data)
+    await upper.unlink(_number_path(number))
+    del durable.records[number]
+    del durable.links[number]
+    if durable.latest_number == number:
+        durable.latest_number = None  # the state is kept in memory; the next one is whole
+
+
 async def prune(cow: CowFileSystem, keep_last: int) -> list[int]:
     async with cow._writing():
         durable = await load(cow)
         gone = pruned([durable.records[n] for n in sorted(durable.records)], keep_last)
         upper = cow._upper
         with cow._quietly():
-            for number in gone:
-                await upper.unlink(_number_path(number))
-                del durable.records[number]
+            for number in gone:  # (ascending: a base before what rests on it)
+                await _unlink_checkpoint(cow, durable, number)
             used: set[str] = set()
             for number in durable.records:
-                _, manifest, _ = await _read_checkpoint(cow, number)
-                used.update(e[4] for e in manifest.values() if e[0] == "file" and len(e) > 4)
+                data = await _read_file(cow, number)
+                entries = data["manifest"] if data.get("base") is None else data["changes"]
+                used.update(
+                    e[4]
+                    for e in entries.values()
+                    if e is not None and e[0] == "file" and len(e) > 4
+                )
             if durable.latest is not None:
                 used.update(
                     e[4] for e in durable.latest[0].values() if e[0] == "file" and len(e) > 4

@@ -3,6 +3,7 @@ are stored in one batch, and a blob exists only whole."""
 
 from __future__ import annotations
 
+import json
 import os
 import tracemalloc
 from pathlib import Path
@@ -106,3 +107,44 @@ def test_create_files_writes_each_whole_under_its_name(tmp_path: Path) -> None:
         read_only.create_files("/store", {"z": b"z"})
     assert str(refused.value) == "read-only mount: /store"
     assert not (tmp_path / "store" / "z").exists()
+
+
+def checkpoint_files(tmp_path: Path) -> dict[int, dict[str, object]]:
+    found = {}
+    for path in (tmp_path / "upper" / ".agentroot-cow" / "checkpoints").glob("*.json"):
+        found[int(path.stem)] = json.loads(path.read_text())
+    return found
+
+
+def test_a_checkpoint_writes_what_changed_not_the_whole_upper(tmp_path: Path) -> None:
+    async def body() -> None:
+        tree = durable(tmp_path)
+        for n in range(2000):
+            await tree.write(f"/d{n % 20}/f{n}", f"{n}\n")
+        await tree.checkpoint()  # 1: whole
+        for turn in range(40):
+            await tree.write(f"/d{turn % 20}/f{turn}", f"turn {turn}\n")
+            await tree.checkpoint()
+        files = checkpoint_files(tmp_path)
+        assert "manifest" in files[1] and len(files[1]["manifest"]) == 2020  # type: ignore[arg-type]
+        deltas = [n for n, data in files.items() if "base" in data]
+        assert len(deltas) >= 38  # a whole one at most every 32
+        assert all(len(files[n]["changes"]) == 1 for n in deltas)  # type: ignore[arg-type]
+        # Prune the middle of the chains away: every kept one still resolves.
+        await tree.prune_checkpoints(3)
+        kept = [record.number for record in await tree.checkpoints()]
+        assert kept == [39, 40, 41]
+        await tree.rewind(39)
+        assert await tree.read("/d17/f37") == "turn 37\n"
+        assert await tree.read("/d18/f38") == "38\n"
+        fresh = durable_again(tmp_path)  # a new process: the same checkpoints, resolved
+        await fresh.rewind(41)
+        assert await fresh.read("/d19/f39") == "turn 39\n"
+        assert await fresh.read("/d0/f0") == "turn 0\n"
+
+    run("trio", body)
+
+
+def durable_again(tmp_path: Path) -> vfs.FileSystem:
+    lower = vfs.dir_fs(str(tmp_path / "lower"), read_only=True)
+    return vfs.cow_fs(lower, vfs.dir_fs(str(tmp_path / "upper")))
