@@ -7,8 +7,9 @@ and never changed, so every checkpoint (and every file) with the same bytes shar
 told apart by the file's size, so the same bytes always get the same name:
 
 - *small* (under :data:`SMALL`): the name is the SHA-256 of the bytes. A tree that offers
-  :meth:`vfs.DirFileSystem.read_files` and ``create_files`` stores many in a few system calls
-  each (a checkpoint stores every file a turn changed at once); any other tree goes one by one.
+  ``create_files`` (:class:`vfs.DirFileSystem`) stores many in a few system calls each (a
+  checkpoint stores every file a turn changed at once, read with ``read_entries``); any other
+  tree goes one by one.
 - *large*: streamed in :data:`CHUNK` pieces, never whole in memory, and holes stay holes. Only
   what the file holds is read (its data extents where the open file tells them:
   ``data_extents``; a chunk of zeros is not written either), so a 5 GiB file with one byte
@@ -86,32 +87,30 @@ class Blobs:
     def path(self, name: str) -> str:
         return f"{self.directory}/{name}"
 
-    async def store(self, files: Sequence[tuple[str, int]]) -> list[str]:
-        """Store the files at these ``(path, size)`` (the directory exists); their blob names."""
+    async def store(self, files: Sequence[tuple[str, int, bytes | None]]) -> list[str]:
+        """Store the files at these ``(path, size, bytes if read already)`` (the directory
+        exists); their blob names."""
         known = await self.names()
         names: list[str] = [""] * len(files)
-        small = [(i, path) for i, (path, size) in enumerate(files) if size < SMALL]
-        for i, (path, size) in enumerate(files):
-            if size >= SMALL:
-                names[i] = await self._store_large(path, size, known)
-        read_files = getattr(self.tree, "read_files", None)
         create_files = getattr(self.tree, "create_files", None)
-        if read_files is None or create_files is None:
-            for i, path in small:
-                data = await read_bytes(self.tree, path)
-                names[i] = await self._store_one(data, known)
-            return names
-        contents = read_files([path for _, path in small])
         fresh: dict[str, bytes] = {}
-        for (i, path), data in zip(small, contents, strict=True):
-            if data is None:  # gone, or no longer a file, since the walk: the slow way says why
+        for i, (path, size, data) in enumerate(files):
+            if data is None and size >= SMALL:
+                names[i] = await self._store_large(path, size, known)
+                continue
+            if data is None:
                 data = await read_bytes(self.tree, path)
+            if create_files is None:
+                names[i] = await self._store_one(data, known)
+                continue
             name = hashlib.sha256(data).hexdigest()
             names[i] = name
             if name not in known:
                 fresh[name] = data
-        create_files(self.directory, fresh)
-        known.update(fresh)
+        if fresh:
+            assert create_files is not None
+            create_files(self.directory, fresh)
+            known.update(fresh)
         return names
 
     async def _store_one(self, data: bytes, known: set[str]) -> str:

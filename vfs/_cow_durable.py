@@ -322,16 +322,36 @@ async def _changes(cow: CowFileSystem) -> tuple[Manifest, Changes]:
         removed = [path for path in base if _beneath_any(path, chosen)]
     else:  # only names that were not directories: nothing beneath them to drop
         removed = [root for root in roots if root in base]
-    fresh = await _manifest_of(cow, roots, {})
+    fresh, read = await _fresh(cow, roots)
     files = [(path, entry) for path, entry in fresh.items() if entry[0] == "file"]
     if files:
         await _stage(cow)  # the store's directories exist
-        names = await _blobs(cow).store([(path, entry[2]) for path, entry in files])
+        stored = [(path, entry[2], read.get(path)) for path, entry in files]
+        names = await _blobs(cow).store(stored)
         for (_, entry), name in zip(files, names, strict=True):
             entry.append(name)
     changes: Changes = {path: None for path in removed if path not in fresh}
     changes.update((path, entry) for path, entry in fresh.items() if base.get(path) != entry)
     return base, changes
+
+
+async def _fresh(cow: CowFileSystem, roots: list[str]) -> tuple[Manifest, dict[str, bytes]]:
+    """The upper's entries at and beneath ``roots``, and the bytes of the small files among
+    the roots where the upper reads them with their attributes (``read_entries``)."""
+    read_entries = getattr(cow._upper, "read_entries", None)
+    if read_entries is None:
+        return await _manifest_of(cow, roots, {}), {}
+    fresh: Manifest = {}
+    read: dict[str, bytes] = {}
+    directories = []
+    for root, (info, data) in zip(roots, read_entries(roots, SMALL), strict=True):
+        if root == ROOT or info.kind == "directory":
+            directories.append(root)
+        elif info.exists:
+            fresh[root] = await _entry(cow, root, info)
+            if data is not None:
+                read[root] = data
+    return await _manifest_of(cow, directories, fresh), read
 
 
 def _beneath_any(path: str, roots: set[str]) -> bool:

@@ -514,30 +514,40 @@ class DirFileSystem:
         else:
             await self._observers.emit(path, "entry" if created else "content")
 
-    def read_files(self, paths: Iterable[str]) -> builtins.list[bytes | None]:
-        """Every byte of each regular file at ``paths``, in one go (``None`` for a path that is
-        missing, hidden or not a regular file): many small files without a trip each through
-        :meth:`open`. Synchronous, so the files are read as of one moment of the event loop."""
+    def read_entries(
+        self, paths: Iterable[str], limit: int
+    ) -> builtins.list[tuple[FileInfo, bytes | None]]:
+        """What ``lstat`` answers for each of ``paths`` and, for a regular file smaller than
+        ``limit``, its bytes, in one go: many changed files without a trip each through
+        :meth:`lstat` and :meth:`open` (one resolution and one descriptor a file). Synchronous,
+        so the files are read as of one moment of the event loop. Each entry is opened for
+        reading (a FIFO without blocking): meant for a tree whose device nodes are emulated, as
+        this tree's ``mknod`` makes them (a checkpoint of a durable upper)."""
         guard = self._guards()
-        found: builtins.list[bytes | None] = []
+        found: builtins.list[tuple[FileInfo, bytes | None]] = []
         for path in paths:
+            path = normalize_path(path)
             try:
-                fd, _ = self._open(
-                    normalize_path(path), os.O_RDONLY | os.O_NONBLOCK, guard, follow=False
-                )
-            except (_Hidden, OSError):
-                found.append(None)
+                flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY
+                fd, _ = self._open(path, flags, guard, follow=False)
+            except _Hidden:
+                found.append((MISSING, None))
+                continue
+            except OSError:  # a symlink, a socket, no permission...: as lstat tells it
+                found.append((self._lstat(path, guard), None))
                 continue
             try:
-                if not stat.S_ISREG(os.fstat(fd).st_mode):
-                    found.append(None)
-                    continue
-                chunks = []
-                while chunk := os.read(fd, 1 << 20):
-                    chunks.append(chunk)
-                found.append(b"".join(chunks))
+                st = os.fstat(fd)
+                info = _info_fd(st, fd, self._dev)
+                data = None
+                if stat.S_ISREG(st.st_mode) and info.special is None and st.st_size < limit:
+                    chunks = []
+                    while chunk := os.read(fd, max(st.st_size + 1, 4096)):
+                        chunks.append(chunk)
+                    data = b"".join(chunks)
+                found.append((info, data))
             except OSError:
-                found.append(None)
+                found.append((self._lstat(path, guard), None))
             finally:
                 os.close(fd)
         return found
@@ -602,8 +612,9 @@ class DirFileSystem:
     # The POSIX extension
 
     async def lstat(self, path: str) -> FileInfo:
-        path = normalize_path(path)
-        guard = self._guards()
+        return self._lstat(normalize_path(path), self._guards())
+
+    def _lstat(self, path: str, guard: GuardView | None) -> FileInfo:
         try:
             fast = None if path == ROOT else self._in_parent(path, guard)
             if fast is not None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import tracemalloc
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -85,14 +86,41 @@ def test_small_files_are_stored_once_per_content(tmp_path: Path) -> None:
     run("trio", body)
 
 
-def test_read_files_reads_regular_files_only(tmp_path: Path) -> None:
-    (tmp_path / "a").write_bytes(b"a" * 3_000_000)
+def test_read_entries_answers_lstat_and_the_bytes_of_small_files(tmp_path: Path) -> None:
+    (tmp_path / "a").write_bytes(b"a" * 3000)
+    (tmp_path / "big").write_bytes(b"b" * 5000)
     (tmp_path / "d").mkdir()
     (tmp_path / "d" / "b").write_bytes(b"")
     (tmp_path / "link").symlink_to("a")
+    os.mkfifo(tmp_path / "fifo")
     tree = vfs.dir_fs(str(tmp_path))
-    found = tree.read_files(["/a", "/d/b", "/d", "/link", "/missing", "/d/b/x"])
-    assert found == [b"a" * 3_000_000, b"", None, None, None, None]
+    paths = ["/a", "/big", "/d/b", "/d", "/link", "/fifo", "/missing", "/d/b/x"]
+    found = tree.read_entries(paths, 4096)
+    kinds = [(info.kind if info.exists else None, data) for info, data in found]
+    assert kinds == [
+        ("file", b"a" * 3000),
+        ("file", None),  # not under the limit
+        ("file", b""),
+        ("directory", None),
+        ("symlink", None),
+        ("file", None),  # a FIFO, opened without blocking and not read
+        (None, None),
+        (None, None),
+    ]
+    assert found[5][0].special == "fifo" and found[1][0].size == 5000
+    # (reading a file moves its atime)
+    now = [replace(info, atime_ns=0) for info, _ in found]
+    assert now == [replace(run_lstat(tree, path), atime_ns=0) for path in paths]
+
+
+def run_lstat(tree: vfs.DirFileSystem, path: str) -> vfs.FileInfo:
+    box: list[vfs.FileInfo] = []
+
+    async def body() -> None:
+        box.append(await tree.lstat(path))
+
+    run("trio", body)
+    return box[0]
 
 
 def test_create_files_writes_each_whole_under_its_name(tmp_path: Path) -> None:
