@@ -6,24 +6,28 @@ A cow whose upper outlives the process (a given upper that is not a ``temp_fs``:
 tree's session ``dir_fs``) keeps its checkpoints in the upper's reserved directory, next to its
 record (``vfs._cow``), where nothing shows them through the tree:
 
-``/.agentroot-cow/blobs/<sha256>``
-    the bytes of a file as some checkpoint holds it, one file per distinct content (two
-    checkpoints, or two files, with the same bytes share it); large files are streamed with
-    their holes kept (``vfs._blobs``).
+``/.agentroot-cow/packs/<token>``, ``/.agentroot-cow/blobs/<name>``
+    the bytes of files as some checkpoint holds them, each distinct content once (two
+    checkpoints, or two files, with the same bytes share it): a checkpoint's small files in one
+    pack, a large file streamed into a blob of its own with its holes kept (``vfs._blobs``).
 ``/.agentroot-cow/checkpoints/<number>.json``
     one checkpoint: its :class:`vfs.Checkpoint` fields, the cow's record then (``CowMeta``
     JSON), and the *manifest* of the upper then: path -> ``["file", mode, size, mtime_ns,
-    sha256]``, ``["symlink", mode, target]``, ``["directory", mode]`` or ``["special", mode,
+    sha256, pack, offset]`` (a loose blob's: ``["file", mode, size, mtime_ns, name]``),
+    ``["symlink", mode, target]``, ``["directory", mode]`` or ``["special", mode,
     special, rdev]``; either whole (``"manifest"``) or as the ``"changes"`` (path -> entry, or
     ``null`` for removed) from the checkpoint named ``"base"``, the one the tree grew from.
 ``/.agentroot-cow/checkpoints/base``
     the number of the checkpoint last rewound to, until the next checkpoint (a summary counts
     from it, across a restart too).
+``/.agentroot-cow/checkpoints/last``
+    the highest number a checkpoint was given, written when a prune removes that checkpoint:
+    numbers are never given twice.
 
-Order of writes: the blobs a checkpoint needs, then its file, written under a temporary name and
-renamed into place. So a checkpoint exists exactly when its file does, and every blob it names
-exists before it; a process killed in the middle leaves at most blobs nobody names (pruning
-removes them). The kernel keeps what was renamed even when the process is killed, so SIGKILL
+Order of writes: the pack and blobs a checkpoint needs, then its file, written under a temporary name and
+renamed into place. So a checkpoint exists exactly when its file does, and every store file it
+names exists before it; a process killed in the middle leaves at most store files nobody names
+(pruning removes them). The kernel keeps what was renamed even when the process is killed, so SIGKILL
 never loses a recorded checkpoint.
 
 Cost: a checkpoint reads and stores only the files that changed since the last one: the upper
@@ -58,7 +62,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from . import _cow_checkpoints
-from ._blobs import SMALL, Blobs
+from ._blobs import SMALL, Blobs, Tail, store_files
 from ._capabilities import make_node
 from ._checkpoints import (
     BEFORE_REWIND,
@@ -80,10 +84,12 @@ if TYPE_CHECKING:
     from ._cow import CowFileSystem
 
 BLOBS = RESERVED + "/blobs"
+PACKS = RESERVED + "/packs"
 CHECKPOINTS = RESERVED + "/checkpoints"
 STAGE = RESERVED + "/stage"
 BASE = CHECKPOINTS + "/base"  # the number rewound to, until the next checkpoint
-STORES = (BLOBS,)
+LAST = CHECKPOINTS + "/last"  # the highest number given, once its checkpoint is pruned
+STORES = (BLOBS, PACKS)
 """The store's directories of files named by their content: never written once named, only
 removed by a prune, so a fork shares them (``vfs._cow_fork``)."""
 
@@ -101,6 +107,7 @@ class Durable:
         "based",
         "blobs",
         "dirty",
+        "highest",
         "latest",
         "latest_number",
         "links",
@@ -120,6 +127,7 @@ class Durable:
         # rewound to since (BASE); a summary counts from it.
         self.latest: tuple[Manifest, str] | None = None
         self.latest_number: int | None = None  # the checkpoint that holds ``latest``
+        self.highest = 0  # the highest number given
         # Each checkpoint's place in its chain: (the checkpoint its changes apply to, or None
         # for a whole manifest; how many files to read to resolve it; how many changes they
         # hold in all, besides the whole manifest).
@@ -146,7 +154,7 @@ async def _directory(tree: PosixFileSystem, path: str) -> None:
 async def _stage(cow: CowFileSystem) -> str:
     durable = _state(cow)
     if not durable.stores:
-        for directory in (BLOBS, CHECKPOINTS, STAGE):
+        for directory in (BLOBS, PACKS, CHECKPOINTS, STAGE):
             await _directory(cow._upper, directory)
         durable.stores = True
     durable.serial += 1
@@ -156,7 +164,7 @@ async def _stage(cow: CowFileSystem) -> str:
 def _blobs(cow: CowFileSystem) -> Blobs:
     durable = _state(cow)
     if durable.blobs is None:
-        durable.blobs = Blobs(cow._upper, BLOBS, lambda: _stage(cow))
+        durable.blobs = Blobs(cow._upper, BLOBS, PACKS, lambda: _stage(cow))
     return durable.blobs
 
 
@@ -210,6 +218,17 @@ async def _read_checkpoint(cow: CowFileSystem, number: int) -> tuple[Checkpoint,
     return _record_of(data), manifest, data["record"]
 
 
+def _entries_of(data: dict[str, Any]) -> Iterable[Entry]:
+    """The entries a checkpoint file holds (its manifest's, or its changes' made)."""
+    entries = data["manifest"] if data.get("base") is None else data["changes"]
+    return (entry for entry in entries.values() if entry is not None)
+
+
+def _tails(entries: Iterable[Entry]) -> Iterable[Tail]:
+    """What the file entries among ``entries`` say of their bytes."""
+    return (entry[4:] for entry in entries if entry[0] == "file" and len(entry) > 4)
+
+
 def _link(durable: Durable, data: dict[str, Any]) -> None:
     base = data.get("base")
     if base is None:
@@ -235,7 +254,12 @@ async def load(cow: CowFileSystem) -> Durable:
         data = await _read_file(cow, number)
         durable.records[number] = _record_of(data)
         _link(durable, data)  # (a base always has a smaller number)
+        _blobs(cow).learn(_tails(_entries_of(data)))
     grew_from = max(numbers, default=None)
+    durable.highest = max(numbers, default=0)
+    if await _exists(upper, LAST):
+        text = (await read_bytes(upper, LAST)).decode().strip()
+        durable.highest = max(durable.highest, int(text) if text.isdigit() else 0)
     if await _exists(upper, BASE):
         text = (await read_bytes(upper, BASE)).decode().strip()
         if text.isdigit() and int(text) in durable.records:
@@ -327,9 +351,9 @@ async def _changes(cow: CowFileSystem) -> tuple[Manifest, Changes]:
     if files:
         await _stage(cow)  # the store's directories exist
         stored = [(path, entry[2], read.get(path)) for path, entry in files]
-        names = await _blobs(cow).store(stored)
-        for (_, entry), name in zip(files, names, strict=True):
-            entry.append(name)
+        tails = await _blobs(cow).store(stored)
+        for (_, entry), tail in zip(files, tails, strict=True):
+            entry.extend(tail)
     changes: Changes = {path: None for path in removed if path not in fresh}
     changes.update((path, entry) for path, entry in fresh.items() if base.get(path) != entry)
     return base, changes
@@ -432,7 +456,7 @@ async def _record(
     if summary is None:
         old_meta = CowMeta() if durable.latest is None else CowMeta.loads(durable.latest[1])
         summary = await _summary(cow, base, changes, old_meta, cow._meta)
-    number = max(durable.records, default=0) + 1
+    number = durable.highest + 1
     record = Checkpoint(number, turn, label or None, time.time(), summary)
     link = durable.latest_number
     if link is not None:
@@ -449,6 +473,7 @@ async def _record(
             await cow._upper.unlink(BASE)
             durable.based = False
     durable.records[number] = record
+    durable.highest = number
     _link(durable, data)
     if durable.latest is None:
         durable.latest = (_applied({}, changes), meta)
@@ -506,6 +531,7 @@ async def _view(cow: CowFileSystem, number: int, *, subscribe: bool = False) -> 
     """An in-memory cow over the same lower showing checkpoint ``number``."""
     _, manifest, meta = await _read_checkpoint(cow, number)
     upper = TempFileSystem()
+    small = await _small_files(cow, manifest.items())
     for path in sorted(manifest):
         entry = manifest[path]
         if entry[0] == "directory":
@@ -515,7 +541,7 @@ async def _view(cow: CowFileSystem, number: int, *, subscribe: bool = False) -> 
         elif entry[0] == "special":
             await make_node(upper, path, entry[2], mode=entry[1], rdev=entry[3])
         else:
-            await _put_blob(cow, upper, path, entry)
+            await _put_file(cow, upper, path, entry, small.get(path))
             await upper.setattr(path, mode=entry[1], mtime_ns=entry[3])
     return type(cow)._of_state(cow._lower_tree, upper, CowMeta.loads(meta), subscribe=subscribe)
 
@@ -635,6 +661,9 @@ async def _held(cow: CowFileSystem, durable: Durable, manifest: Manifest, meta: 
 async def _restore(cow: CowFileSystem, now: Manifest, target: Manifest) -> None:
     """Make the upper hold ``target`` where it holds ``now`` (see the module docstring)."""
     upper = cow._upper
+    small = await _small_files(
+        cow, ((path, entry) for path, entry in target.items() if now.get(path) != entry)
+    )
     for path in sorted(now, key=lambda p: (-p.count("/"), p)):
         then = target.get(path)
         if then is not None and then[0] == now[path][0]:
@@ -660,21 +689,31 @@ async def _restore(cow: CowFileSystem, now: Manifest, target: Manifest) -> None:
         elif kind == "special":
             await make_node(upper, stage, entry[2], mode=entry[1], rdev=entry[3])
         else:
-            await _put_blob(cow, upper, stage, entry)
+            await _put_file(cow, upper, stage, entry, small.get(path))
             await upper.setattr(stage, mode=entry[1], mtime_ns=entry[3])
         await upper.rename(stage, path)
 
 
-async def _put_blob(cow: CowFileSystem, tree: PosixFileSystem, path: str, entry: Entry) -> None:
-    """Make a new file at ``path`` in ``tree`` holding the bytes of the file ``entry``."""
-    blobs = _blobs(cow)
-    size = entry[2]
-    if size < SMALL:
-        await tree.write(path, await blobs.read(entry[4]))
+async def _small_files(
+    cow: CowFileSystem, entries: Iterable[tuple[str, Entry]]
+) -> dict[str, bytes]:
+    """The bytes of the small files among ``entries`` (path, entry), read in one batch."""
+    wanted = [(path, entry) for path, entry in entries if entry[0] == "file" and entry[2] < SMALL]
+    found = await _blobs(cow).read_many([(entry[2], entry[4:]) for _, entry in wanted])
+    return {path: data for (path, _), data in zip(wanted, found, strict=True)}
+
+
+async def _put_file(
+    cow: CowFileSystem, tree: PosixFileSystem, path: str, entry: Entry, data: bytes | None
+) -> None:
+    """Make a new file at ``path`` in ``tree`` holding the bytes of the file ``entry`` (``data``
+    when they were read already)."""
+    if data is not None:
+        await tree.write(path, data)
         return
     target = await tree.open(path, write=True, create=True, exclusive=True, mode=0o600)
     try:
-        await blobs.copy_into(entry[4], size, target)
+        await _blobs(cow).copy_into(entry[2], entry[4:], target)
     finally:
         await target.close()
 
@@ -701,6 +740,10 @@ async def _unlink_checkpoint(cow: CowFileSystem, durable: Durable, number: int) 
                     upper, record, data["record"], None, await _stage(cow), (base, changes)
                 )
             _link(durable, data)
+    if number == durable.highest:
+        stage = await _stage(cow)
+        await upper.write(stage, str(number))
+        await upper.rename(stage, LAST)
     await upper.unlink(_number_path(number))
     del durable.records[number]
     del durable.links[number]
@@ -716,24 +759,17 @@ async def prune(cow: CowFileSystem, keep_last: int) -> list[int]:
         with cow._quietly():
             for number in gone:  # (ascending: a base before what rests on it)
                 await _unlink_checkpoint(cow, durable, number)
-            used: set[str] = set()
+            used: set[tuple[str, str] | None] = set()
             for number in durable.records:
-                data = await _read_file(cow, number)
-                entries = data["manifest"] if data.get("base") is None else data["changes"]
-                used.update(
-                    e[4]
-                    for e in entries.values()
-                    if e is not None and e[0] == "file" and len(e) > 4
-                )
+                used.update(map(store_files, _tails(_entries_of(await _read_file(cow, number)))))
             if durable.latest is not None:
-                used.update(
-                    e[4] for e in durable.latest[0].values() if e[0] == "file" and len(e) > 4
-                )
-            if (await upper.lstat(BLOBS)).kind == "directory":
-                blobs = [entry.path async for entry in upper.list(BLOBS)]
-                for blob in blobs:
-                    name = blob.rsplit("/", 1)[1]
-                    if name not in used:
-                        await upper.unlink(blob)
-                        _blobs(cow).forget(name)
+                used.update(map(store_files, _tails(durable.latest[0].values())))
+            for kind, directory in (("blob", BLOBS), ("pack", PACKS)):
+                if (await upper.lstat(directory)).kind != "directory":
+                    continue
+                for found in [entry.path async for entry in upper.list(directory)]:
+                    name = found.rsplit("/", 1)[1]
+                    if (kind, name) not in used:
+                        await upper.unlink(found)
+                        _blobs(cow).forget(kind, name)
         return gone

@@ -9,12 +9,13 @@ daemon of its own): the checkpoint's upper entries, its record as the new upper'
 ``cow_fs(lower, dir_fs(upper))`` continues from there and can rewind to it.
 
 Storage is shared where it is safe to share. The files of the durable store's content-addressed
-directories (:data:`vfs._cow_durable.STORES`: a blob is never written once named, only removed by
-a prune) are hard-linked into the new upper (copied across devices), and the first checkpoint
+directories (:data:`vfs._cow_durable.STORES`: a pack or blob is never written once named, only
+removed by a prune) are hard-linked into the new upper (copied across devices), and the first checkpoint
 names them: its manifest is N's, so nothing is stored again. The new upper's own files are
 copies, never links, because the upper is written in place (a ``dir_fs`` write through the mount
-goes to the file itself), so a link would be state the two trees share: each is a reflink where
-the file system makes one (``FICLONE``), else ``copy_file_range``, else a plain copy. Every file
+goes to the file itself), so a link would be state the two trees share: a small file's bytes are
+read from its pack, a large file's blob is reflinked where the file system makes one
+(``FICLONE``), else copied with ``copy_file_range``, else plainly, its holes kept. Every file
 gets the mode and time the manifest says, so the new cow finds its upper as its first checkpoint
 left it.
 
@@ -38,11 +39,11 @@ from typing import TYPE_CHECKING
 import anyio.to_thread
 
 from . import _cow_durable
-from ._blobs import copy_sparse
+from ._blobs import copy_sparse, store_files
 from ._capabilities import make_node
 from ._cow_changes import read_bytes
 from ._cow_checkpoints import view
-from ._cow_durable import BLOBS, STAGE, STORES, Entry
+from ._cow_durable import BLOBS, PACKS, STAGE, STORES, Entry
 from ._cow_meta import META_PATH, RESERVED
 from ._dir import DirFileSystem
 from ._disk import data_extents
@@ -76,24 +77,26 @@ async def _from_store(cow: CowFileSystem, number: int, target: DirFileSystem) ->
     await _cow_durable._directory(target, STAGE)
     if here is not None:
         await anyio.to_thread.run_sync(link_stores, here, target.host_root)
-    else:  # an upper that is no host directory: its blobs are read through it
-        for digest in sorted({e[4] for e in manifest.values() if e[0] == "file"}):
-            await _cow_durable._directory(target, BLOBS)
-            await target.write(
-                f"{BLOBS}/{digest}", await read_bytes(cow._upper, f"{BLOBS}/{digest}")
-            )
+    else:  # an upper that is no host directory: its store files are read through it
+        stored = {store_files(e[4:]) for e in manifest.values() if e[0] == "file"}
+        for kind, name in sorted(where for where in stored if where is not None):
+            directory = PACKS if kind == "pack" else BLOBS
+            await _cow_durable._directory(target, directory)
+            found = f"{directory}/{name}"
+            await target.write(found, await read_bytes(cow._upper, found))
+    small = await _cow_durable._small_files(cow, manifest.items())
     for path in sorted(manifest):
         entry = manifest[path]
         if entry[0] != "file":
             await _make(target, path, entry)
             continue
-        blob = f"{BLOBS}/{entry[4]}"
-        if here is not None:
-            await anyio.to_thread.run_sync(
-                copy_file, _host(here, blob), _host(target.host_root, path)
-            )
+        if path in small:
+            await target.write(path, small[path])
+        elif here is not None:  # a large file's blob: a reflink where there are reflinks
+            blob = _host(here, f"{BLOBS}/{entry[4]}")
+            await anyio.to_thread.run_sync(copy_file, blob, _host(target.host_root, path))
         else:
-            await target.write(path, await read_bytes(cow._upper, blob))
+            await _cow_durable._put_file(cow, target, path, entry, None)
         await target.setattr(path, mode=entry[1], atime_ns=entry[3], mtime_ns=entry[3])
     await _finish(cow, target, meta)
     first = Checkpoint(1, None, f"fork of {number}", time.time(), record.summary)

@@ -15,6 +15,7 @@ import subprocess
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -136,8 +137,11 @@ def test_a_broken_turn_is_rewound_through_the_mount(repository: Path, tmp_path: 
         assert without_index(host_state(mnt)) == without_index(contents)
         assert host_state(repository) == host  # the host directory never changed
 
-        listed = checkpoint("list", str(mnt), cwd=repository)["checkpoints"]
-        assert [(c["number"], c["turn"]) for c in listed] == [(1, 1), (2, 2)]  # type: ignore[index, union-attr]
+        listed: list[dict[str, Any]] = checkpoint("list", str(mnt), cwd=repository)["checkpoints"]  # type: ignore[assignment]
+        assert [(c["number"], c["turn"]) for c in listed[:2]] == [(1, 1), (2, 2)]
+        # (git status may have rewritten its index after the turn, when its entries were racily
+        # clean: then the state the rewind left was no checkpoint's, and it kept it first)
+        assert [c["label"] for c in listed[2:]] in ([], ["before rewind to 1"])
         diff = mountd("checkpoint", "diff", str(mnt), "1", "2", cwd=repository)
         assert diff.returncode == 0, diff.stderr
         assert "diff --git a/src/pkg/b.py b/src/pkg/b.py\ndeleted file mode 100644\n" in diff.stdout
@@ -147,10 +151,15 @@ def test_a_broken_turn_is_rewound_through_the_mount(repository: Path, tmp_path: 
         assert not (mnt / "src" / "pkg").exists()
         assert git("log", "--format=%s", cwd=mnt) == "broken\nfirst\n"
         # (git status after the first rewind refreshed the index: a state of its own, recorded)
-        kept = checkpoint("list", str(mnt), cwd=repository)["checkpoints"]
-        assert [c["label"] for c in kept][1:] == [None, "before rewind to 2"]  # type: ignore[index, union-attr]
+        kept: list[dict[str, Any]] = checkpoint("list", str(mnt), cwd=repository)["checkpoints"]  # type: ignore[assignment]
+        assert [c["label"] for c in kept][1:] == [None] + [c["label"] for c in listed[2:]] + [
+            "before rewind to 2"
+        ]
         status = mountd("status", cwd=repository)
-        assert "  checkpoints: 3 kept, last 3  turn   -  " in status.stdout, status.stdout
+        last = kept[-1]["number"]
+        assert f"  checkpoints: {len(kept)} kept, last {last}  turn   -  " in status.stdout, (
+            status.stdout
+        )
         assert mountd("unmount", str(mnt), cwd=repository).returncode == 0
     assert host_state(repository) == host
 
@@ -191,16 +200,17 @@ def test_a_daemon_killed_mid_checkpoint_loses_no_recorded_checkpoint(
         (mnt / "kept.txt").write_text("kept\n")
         first = checkpoint(str(mnt), "--label", "kept", cwd=repository)["checkpoint"]
         assert first["number"] == 1  # type: ignore[index]
-        # Enough changed bytes that the next checkpoint takes a while to store.
-        for number in range(400):
-            (mnt / f"big{number}.bin").write_bytes(os.urandom(64 << 10))
+        # Enough changed bytes that the next checkpoint takes a while to store: large files,
+        # each streamed into a blob of its own.
+        for number in range(60):
+            (mnt / f"big{number}.bin").write_bytes(os.urandom((1 << 20) + 4096))
         stage = next(private_sessions.glob("agentroot/sessions/*/upper/.agentroot-cow"))
         taking = threading.Thread(
             target=mountd, args=("checkpoint", str(mnt)), kwargs={"cwd": repository}
         )
         taking.start()
         deadline = time.monotonic() + 30
-        while len(list((stage / "blobs").glob("*"))) < 20:  # storing the new files' bytes
+        while len(list((stage / "blobs").glob("*"))) < 5:  # storing the new files' bytes
             assert time.monotonic() < deadline, "the checkpoint never started storing"
             time.sleep(0.01)
         kill_daemon(mnt)
@@ -219,17 +229,22 @@ def test_a_daemon_killed_mid_checkpoint_loses_no_recorded_checkpoint(
         # The work after checkpoint 1 was not lost either: the rewind kept it as a checkpoint.
         last = checkpoint("list", str(mnt), cwd=repository)["checkpoints"][-1]  # type: ignore[index]
         assert last["label"] == "before rewind to 1"  # type: ignore[index]
-        assert last["summary"]["added"] == 400  # type: ignore[index]
+        assert last["summary"]["added"] == 60  # type: ignore[index]
         unlabelled = [c["number"] for c in listed if c["label"] is None]  # type: ignore[index, union-attr]
         pruned = checkpoint("prune", str(mnt), "--keep", "0", cwd=repository)
         assert pruned["pruned"] == unlabelled
-        named = set()
+        loose, packs, digests = set(), set(), set()
         for path in (stage / "checkpoints").glob("*.json"):
-            manifest = json.loads(path.read_text())["manifest"]
-            named |= {entry[4] for entry in manifest.values() if entry[0] == "file"}
+            data = json.loads(path.read_text())
+            entries = data["manifest"] if "manifest" in data else data["changes"]
+            for entry in entries.values():
+                if entry is not None and entry[0] == "file":
+                    digests.add(entry[4])
+                    (packs.add(entry[5]) if len(entry) > 6 else loose.add(entry[4]))
         # What the killed checkpoint stored and no kept one names is gone too.
-        assert {p.name for p in (stage / "blobs").iterdir()} == named
-        assert hashlib.sha256(b"kept\n").hexdigest() in named
+        assert {p.name for p in (stage / "blobs").iterdir()} == loose
+        assert {p.name for p in (stage / "packs").iterdir()} == packs
+        assert hashlib.sha256(b"kept\n").hexdigest() in digests
         assert mountd("unmount", str(mnt), cwd=repository).returncode == 0
 
 

@@ -26,8 +26,8 @@ def durable(tmp_path: Path) -> vfs.FileSystem:
     return vfs.cow_fs(lower, vfs.dir_fs(str(tmp_path / "upper")))
 
 
-def blobs(tmp_path: Path) -> list[Path]:
-    return sorted((tmp_path / "upper" / ".agentroot-cow" / "blobs").iterdir())
+def store(tmp_path: Path, kind: str) -> list[Path]:
+    return sorted((tmp_path / "upper" / ".agentroot-cow" / kind).iterdir())
 
 
 def test_a_sparse_file_is_checkpointed_and_restored_with_its_holes(tmp_path: Path) -> None:
@@ -58,7 +58,7 @@ def test_a_sparse_file_is_checkpointed_and_restored_with_its_holes(tmp_path: Pat
         restored = os.stat(tmp_path / "upper" / "sparse")
         assert restored.st_size == OFFSET + 1
         assert restored.st_blocks * 512 <= 4 << 20  # two chunks at most, not 256 MiB
-        large = [blob for blob in blobs(tmp_path) if blob.stat().st_size == OFFSET + 1]
+        large = [blob for blob in store(tmp_path, "blobs") if blob.stat().st_size == OFFSET + 1]
         assert len(large) == 1 and large[0].stat().st_blocks * 512 <= 4 << 20
         diff = await tree.checkpoint_diff(1, 2)
         assert "diff --git a/sparse b/sparse" in diff
@@ -66,22 +66,33 @@ def test_a_sparse_file_is_checkpointed_and_restored_with_its_holes(tmp_path: Pat
     run("trio", body)
 
 
-def test_small_files_are_stored_once_per_content(tmp_path: Path) -> None:
+def test_small_files_are_stored_once_per_content_in_one_pack(tmp_path: Path) -> None:
     async def body() -> None:
         tree = durable(tmp_path)
         for n in range(50):
             await tree.write(f"/d{n % 5}/f{n}", f"same {n % 10}\n")
         await tree.checkpoint()
-        names = [blob.name for blob in blobs(tmp_path)]
-        assert len(names) == 10 and all(len(name) == 64 for name in names)
+        (pack,) = store(tmp_path, "packs")
+        lines = pack.read_bytes().splitlines(keepends=True)
+        assert sorted(lines) == [f"same {n}\n".encode() for n in range(10)]  # each once
         for n in range(50):
-            await tree.write(f"/d{n % 5}/f{n}", "changed\n")
-        await tree.checkpoint()
+            await tree.write(f"/d{n % 5}/f{n}", "changed\n" if n % 2 else f"same {n % 10}\n")
+        await tree.checkpoint()  # one new content: a pack of it alone
+        assert sorted(p.stat().st_size for p in store(tmp_path, "packs")) == [8, 70]
         await tree.rewind(1)
         assert [await tree.read(f"/d{n % 5}/f{n}") for n in range(50)] == [
             f"same {n % 10}\n" for n in range(50)
         ]
-        assert len(blobs(tmp_path)) == 11
+        assert store(tmp_path, "blobs") == []
+        # (the rewind recorded nothing: checkpoint 2 held the state it left)
+        assert await tree.prune_checkpoints(0) == [1, 2]
+        # What the tree grew from (checkpoint 1's state) stays stored; "changed" goes.
+        assert [p.stat().st_size for p in store(tmp_path, "packs")] == [70]
+        await tree.write("/d0/f0", "x")
+        await tree.checkpoint()
+        again = durable_again(tmp_path)
+        await again.rewind(3)
+        assert await again.read("/d1/f1") == "same 1\n"
 
     run("trio", body)
 

@@ -131,6 +131,7 @@ class _Tree:
         self.kept: dict[int, Model] = {}
         self.base = base  # what the next checkpoint's summary counts from (None: unknown)
         self.based: int | None = None  # the checkpoint that is
+        self.highest = 0  # numbers are never given twice, pruned or not
 
 
 class CheckpointModel(RuleBasedStateMachine):
@@ -268,7 +269,8 @@ class CheckpointModel(RuleBasedStateMachine):
         tree = self.trees[which % len(self.trees)]
         record = call(lambda: tree.fs.checkpoint(label))
         assert record.label == label
-        assert record.number not in tree.kept
+        assert record.number > tree.highest
+        tree.highest = record.number
         if tree.base is not None:
             check_summary(record.summary, tree.base, tree.model)
         tree.kept[record.number] = dict(tree.model)
@@ -287,6 +289,8 @@ class CheckpointModel(RuleBasedStateMachine):
         for new in set(listed) - set(tree.kept):  # the state before, recorded by the rewind
             record = call(tree.fs.checkpoints)[-1]
             assert record.label == f"before rewind to {number}"
+            assert record.number > tree.highest
+            tree.highest = record.number
             if tree.base is not None:
                 check_summary(record.summary, tree.base, before)
             tree.kept[new] = before
@@ -302,6 +306,7 @@ class CheckpointModel(RuleBasedStateMachine):
         forked = _Tree(call(lambda: tree.fs.fork(number)), dict(tree.kept[number]), None)
         (first,) = call(forked.fs.checkpoints)
         forked.kept[first.number] = dict(forked.model)
+        forked.highest = first.number
         forked.base, forked.based = forked.kept[first.number], first.number
         self.trees.append(forked)
 
