@@ -109,6 +109,7 @@ class Durable:
         "dirty",
         "highest",
         "latest",
+        "latest_meta",
         "latest_number",
         "links",
         "loaded",
@@ -127,6 +128,7 @@ class Durable:
         # rewound to since (BASE); a summary counts from it.
         self.latest: tuple[Manifest, str] | None = None
         self.latest_number: int | None = None  # the checkpoint that holds ``latest``
+        self.latest_meta: CowMeta | None = None  # ``latest``'s record, parsed (once)
         self.highest = 0  # the highest number given
         # Each checkpoint's place in its chain: (the checkpoint its changes apply to, or None
         # for a whole manifest; how many files to read to resolve it; how many changes they
@@ -440,6 +442,15 @@ async def _hidden_between(cow: CowFileSystem, old: CowMeta, new: CowMeta) -> set
     return paths
 
 
+def _latest_meta(durable: Durable) -> CowMeta:
+    """The record the upper grew from (parsed once, then kept as copied at each checkpoint)."""
+    if durable.latest is None:
+        return CowMeta()
+    if durable.latest_meta is None:
+        durable.latest_meta = CowMeta.loads(durable.latest[1])
+    return durable.latest_meta
+
+
 async def checkpoint(cow: CowFileSystem, label: str | None, turn: int | None) -> Checkpoint:
     async with cow._writing():
         return await _record(cow, label, turn)
@@ -454,7 +465,7 @@ async def _record(
     base, changes = await _changes(cow)
     meta = cow._meta.dumps()
     if summary is None:
-        old_meta = CowMeta() if durable.latest is None else CowMeta.loads(durable.latest[1])
+        old_meta = _latest_meta(durable)
         summary = await _summary(cow, base, changes, old_meta, cow._meta)
     number = durable.highest + 1
     record = Checkpoint(number, turn, label or None, time.time(), summary)
@@ -480,6 +491,7 @@ async def _record(
     else:
         _apply(base, changes)  # the durable state's own dict: now the new manifest
         durable.latest = (base, meta)
+    durable.latest_meta = cow._meta.copy()
     durable.latest_number = number
     durable.dirty.clear()
     return record
@@ -628,6 +640,7 @@ async def rewind(cow: CowFileSystem, number: int) -> Checkpoint:
             await cow._upper.rename(stage, BASE)
         durable.based = True
         durable.latest = (target, meta)
+        durable.latest_meta = target_meta.copy()
         durable.latest_number = number
         durable.dirty.clear()
         after = Entries(cow)
