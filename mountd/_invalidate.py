@@ -31,6 +31,11 @@ returns, the kernel has forgotten what it had cached. If delivery takes longer t
 (a tree holding a lock that the pending request needs), the writer stops waiting and the
 notification completes in the background, with a warning: a stale read is better than a deadlock.
 
+Notifications planned before any of them is delivered go in one trip to the worker thread (a
+:class:`_Delivery`): a tree that tells of many changes at once (``Observers.emit_all``: a
+rewind) pays one thread hop, not one a change. Each change's awaitable completes once the trip
+that carried its notifications is done.
+
 Changes whose origin is the mount itself are ignored: the kernel already knows about them.
 Failed notifications (``ENOENT``: the kernel had already dropped that entry) are logged at debug.
 """
@@ -144,6 +149,16 @@ def _first_news(directory: Node, name: str) -> bool:
     return True
 
 
+class _Delivery:
+    """Notifications that go to the kernel in one trip, and when they have."""
+
+    __slots__ = ("done", "notices")
+
+    def __init__(self) -> None:
+        self.notices: list[Notice] = []
+        self.done = trio.Event()
+
+
 def send_to_kernel(notice: Notice) -> None:
     """Deliver one notification through pyfuse3 (blocking; call from a worker thread)."""
     if isinstance(notice, InvalidateEntry):
@@ -176,6 +191,7 @@ class Invalidator:
         self._state = threading.Condition()
         self._live = True
         self._in_flight = 0
+        self._collecting: _Delivery | None = None  # planned, and not on its way yet
 
     def __call__(self, change: Change) -> Awaitable[None] | None:
         if change.origin is self.origin or not self._live:
@@ -185,7 +201,22 @@ class Invalidator:
         notices = self._plan(change)
         if not notices:
             return None
-        return self._deliver(notices)
+        delivery = self._collecting
+        if delivery is None:
+            delivery = self._collecting = _Delivery()
+        delivery.notices.extend(notices)
+        return self._carry(delivery)
+
+    async def _carry(self, delivery: _Delivery) -> None:
+        """Deliver ``delivery`` if nobody has started it yet, else wait until it is done."""
+        if self._collecting is delivery:
+            self._collecting = None
+            try:
+                await self._deliver(delivery.notices)
+            finally:
+                delivery.done.set()
+        else:
+            await delivery.done.wait()
 
     def _plan(self, change: Change) -> list[Notice]:
         notices = plan(self.table, change, writeback=self.writeback)

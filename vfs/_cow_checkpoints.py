@@ -187,10 +187,10 @@ async def rewind(cow: CowFileSystem, number: int) -> Checkpoint:
                 entries.discard(path)
                 directories.add(path)
         changed = outermost(entries | hidden)
-        for path in changed:
-            await cow._observers.emit(path, "entry")
-        for path in sorted(directories - set(changed)):
-            await cow._observers.emit(path, "metadata")
+        await cow._observers.emit_all(
+            [(path, "entry") for path in changed]
+            + [(path, "metadata") for path in sorted(directories - set(changed))]
+        )
         return cow._history.record(number)
 
 

@@ -1288,10 +1288,10 @@ class TempFileSystem:
         attributes changed."""
         if not self._observers:
             return
-        for path in outermost(entries):
-            await self._observers.emit(path, "entry")
-        for path in metadata:
-            await self._observers.emit(path, "metadata")
+        await self._observers.emit_all(
+            [(path, "entry") for path in outermost(entries)]
+            + [(path, "metadata") for path in metadata]
+        )
 
     # -- Watchable --------------------------------------------------------------------------
 

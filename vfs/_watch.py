@@ -9,7 +9,7 @@ cheap. With no subscriber, ``emit`` costs one truth test, so unwatched trees pay
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 
 from ._types import Change, ChangeCallback, ChangeKind
 
@@ -38,6 +38,14 @@ class Observers:
             pending = self.notify(Change(path, kind))
             if pending is not None:
                 await pending
+
+    async def emit_all(self, changes: Iterable[tuple[str, ChangeKind]]) -> None:
+        """:meth:`emit` of many changes at once (a rewind's): every subscriber hears of each
+        before any is awaited, so one that batches its work (a mount's invalidations) does it
+        once, not once a change."""
+        if self._callbacks:
+            pending = [self.notify(Change(path, kind)) for path, kind in changes]
+            await _await_all([awaitable for awaitable in pending if awaitable is not None])
 
     def notify(self, change: Change) -> Awaitable[None] | None:
         """Call every subscriber; an awaitable when any of them has asynchronous work left.
