@@ -116,13 +116,15 @@ class Durable:
         "records",
         "serial",
         "stores",
+        "touched",
     )
 
     def __init__(self) -> None:
         self.based = False  # whether BASE names the state the upper grew from
         self.blobs: Blobs | None = None
         self.stores = False  # whether the reserved directories are known to exist
-        self.dirty: set[str] = set()
+        self.dirty: set[str] = set()  # changed, and what is beneath them
+        self.touched: set[str] = set()  # only their own attributes changed (if directories)
         self.records: dict[int, Checkpoint] = {}
         # The manifest and record the upper grew from: the newest checkpoint's, or the one
         # rewound to since (BASE); a summary counts from it.
@@ -342,6 +344,14 @@ async def _changes(cow: CowFileSystem) -> tuple[Manifest, Changes]:
     their bytes stored). O(what changed), unless a directory changed: then O(beneath it)."""
     durable = await load(cow)
     base: Manifest = {} if durable.latest is None else durable.latest[0]
+    upper = cow._upper
+    touched: list[str] = []  # directories whose own entry changed, not what is beneath them
+    for path in sorted(durable.touched - durable.dirty):
+        if path != ROOT and not _beneath_any(path, durable.dirty):
+            if (await upper.lstat(path)).kind == "directory":
+                touched.append(path)
+            else:  # a file's attributes come with its bytes: read it as changed
+                durable.dirty.add(path)
     roots = outermost(durable.dirty)
     if any(root == ROOT or _kind(base.get(root)) == "directory" for root in roots):
         chosen = set(roots)
@@ -349,6 +359,9 @@ async def _changes(cow: CowFileSystem) -> tuple[Manifest, Changes]:
     else:  # only names that were not directories: nothing beneath them to drop
         removed = [root for root in roots if root in base]
     fresh, read = await _fresh(cow, roots)
+    for path in touched:
+        if not _beneath_any(path, set(roots)):
+            fresh[path] = await _entry(cow, path, await upper.lstat(path))
     files = [(path, entry) for path, entry in fresh.items() if entry[0] == "file"]
     if files:
         await _stage(cow)  # the store's directories exist
@@ -494,6 +507,7 @@ async def _record(
     durable.latest_meta = cow._meta.copy()
     durable.latest_number = number
     durable.dirty.clear()
+    durable.touched.clear()
     return record
 
 
@@ -643,6 +657,7 @@ async def rewind(cow: CowFileSystem, number: int) -> Checkpoint:
         durable.latest_meta = target_meta.copy()
         durable.latest_number = number
         durable.dirty.clear()
+        durable.touched.clear()
         after = Entries(cow)
         for path in sorted(entries):
             if kinds[path] == (await after.get(path)).kind == "directory":
