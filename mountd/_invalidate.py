@@ -18,6 +18,10 @@ The mount lets the kernel cache entries, attributes and file pages for minutes. 
   so a bulk of API writes beneath a new directory does not pay for it on every write.
   An ``entry`` change at ``/`` invalidates every name the kernel holds in the root.
 - ``content``: drop the node's pages and attributes. ``metadata``: drop its attributes only.
+  The daemon's page cache (``mountd._pages``) is told of every inode whose pages are dropped
+  (``emptied``): the new size or time a later GETATTR learns is then no sign of stale pages,
+  and dropping them again while that GETATTR is answered would make the kernel discard the
+  answer (a descriptor held across an API write would read the old size).
   (With the writeback cache the kernel trusts its own file size, so a content change is handled
   like an entry change: the next open sees a fresh inode.)
 - Paths the kernel never looked up need nothing.
@@ -164,8 +168,11 @@ class Invalidator:
         send: Callable[[Notice], None] = send_to_kernel,
         timeout: float = 10.0,
         counters: Counter[str] | None = None,
+        emptied: Callable[[int], None] | None = None,
     ) -> None:
         self.table = table
+        # Told the inode of every notification that drops pages (PageCache.emptied).
+        self.emptied = emptied
         self.origin = origin
         self.writeback = writeback
         self.timeout = timeout
@@ -191,6 +198,8 @@ class Invalidator:
         notices = plan(self.table, change, writeback=self.writeback)
         for notice in notices:
             self.counters[type(notice).__name__] += 1
+            if isinstance(notice, InvalidateInode) and not notice.attr_only and self.emptied:
+                self.emptied(notice.ino)
         return notices
 
     async def _deliver(self, notices: list[Notice]) -> None:
