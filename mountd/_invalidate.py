@@ -11,7 +11,10 @@ The mount lets the kernel cache entries, attributes and file pages for minutes. 
   parent, invalidate the dentry ``(parent, n)`` (also a cached negative lookup) and the parent's
   attributes and pages (its cached listing); if it knows the node, detach it from the inode
   table (the next lookup gets a fresh inode) and drop its attributes and pages (open
-  descriptors of it re-read from their handle). When the kernel does not know the parent (the
+  descriptors of it re-read from their handle). A detached directory takes everything beneath
+  it out of the namespace too, so the attributes of what the kernel knows there are dropped as
+  well (a descriptor held on a file in it must see that the file has no name any more). When
+  the kernel does not know the parent (the
   tree made it for this change: a write creates missing parents), the same goes for the first
   unknown name under the nearest directory it knows: it may be listed without it, or remembered
   as missing. That is said once per name until the kernel asks about it again (``Node.told``),
@@ -98,6 +101,7 @@ def plan(table: InodeTable, change: Change, *, writeback: bool = False) -> list[
         for child in list(root.children.values()):
             notices.append(InvalidateEntry(root.ino, child.name.encode("utf-8", "surrogateescape")))
             known = child.lookups > 0
+            notices.extend(_beneath(child))
             table.detach(child)
             if known:
                 notices.append(InvalidateInode(child.ino))
@@ -114,9 +118,24 @@ def plan(table: InodeTable, change: Change, *, writeback: bool = False) -> list[
     node = table.resolve(path)
     if node is not None:
         known = node.lookups > 0
+        if node.others is None:  # (a hard-linked file keeps its other names)
+            notices.extend(_beneath(node))
         table.detach_path(path)  # this name only: a file's other names (hard links) stay
         if known:
             notices.append(InvalidateInode(node.ino))
+    return notices
+
+
+def _beneath(directory: Node) -> list[Notice]:
+    """Drop the attributes of every node the kernel knows beneath ``directory``, which is being
+    detached: they keep no name either (their link count, a held descriptor's ``fstat``)."""
+    notices: list[Notice] = []
+    stack = list(directory.children.values())
+    while stack:
+        node = stack.pop()
+        if node.lookups > 0:
+            notices.append(InvalidateInode(node.ino, attr_only=True))
+        stack.extend(node.children.values())
     return notices
 
 
