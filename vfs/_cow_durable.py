@@ -81,12 +81,16 @@ Manifest = dict[str, Entry]
 class Durable:
     """What a durable cow knows of its checkpoints (see the module docstring)."""
 
-    __slots__ = ("dirty", "latest", "loaded", "records", "serial")
+    __slots__ = ("dirty", "latest", "loaded", "newest", "records", "serial")
 
     def __init__(self) -> None:
         self.dirty: set[str] = set()
         self.records: dict[int, Checkpoint] = {}
-        self.latest: tuple[Manifest, str] | None = None  # the newest manifest and record
+        # The upper's manifest and record as last synced (the newest checkpoint's, or a rewind's
+        # target): what changed since is ``dirty``.
+        self.latest: tuple[Manifest, str] | None = None
+        # The newest checkpoint's number, manifest and record, once read (``_newest``).
+        self.newest: tuple[int, Manifest, str] | None = None
         self.loaded = False
         self.serial = 0
 
@@ -290,12 +294,7 @@ async def _record(cow: CowFileSystem, label: str | None, turn: int | None) -> Ch
     durable = await load(cow)
     manifest = await _current(cow)
     meta = cow._meta.dumps()
-    previous: tuple[Manifest, CowMeta] = (
-        ({}, CowMeta())
-        if durable.latest is None
-        else (durable.latest[0], CowMeta.loads(durable.latest[1]))
-    )
-    summary = await _summary(cow, previous, (manifest, cow._meta))
+    summary = await _summary(cow, await _newest(cow, durable), (manifest, cow._meta))
     number = max(durable.records, default=0) + 1
     record = Checkpoint(number, turn, label or None, time.time(), summary)
     text = json.dumps(
@@ -318,8 +317,21 @@ async def _record(cow: CowFileSystem, label: str | None, turn: int | None) -> Ch
         await upper.rename(stage, _number_path(number))
     durable.records[number] = record
     durable.latest = (manifest, meta)
+    durable.newest = (number, manifest, meta)
     durable.dirty.clear()
     return record
+
+
+async def _newest(cow: CowFileSystem, durable: Durable) -> tuple[Manifest, CowMeta]:
+    """The newest kept checkpoint's upper and record: what a new checkpoint's summary counts
+    from, as for every tree (``vfs._checkpoints``), whatever a rewind made the upper since."""
+    if not durable.records:
+        return {}, CowMeta()
+    number = max(durable.records)
+    if durable.newest is None or durable.newest[0] != number:
+        _, manifest, meta = await _read_checkpoint(cow, number)
+        durable.newest = (number, manifest, meta)
+    return durable.newest[1], CowMeta.loads(durable.newest[2])
 
 
 async def checkpoints(cow: CowFileSystem) -> list[Checkpoint]:

@@ -94,6 +94,28 @@ def test_a_rewind_is_undone_by_rewinding_to_the_state_it_recorded(
 
 
 @pytest.mark.parametrize("kind", KINDS)
+def test_a_summary_counts_from_the_checkpoint_before_even_after_a_rewind(
+    tmp_path: Path, kind: str
+) -> None:
+    """After a rewind the newest checkpoint is the state before it; the next one counts what
+    changed since that one, in every tree (not since the state the rewind went back to)."""
+
+    async def body() -> None:
+        tree = trees(tmp_path)[kind]
+        assert isinstance(tree, vfs.Checkpoints)
+        await tree.checkpoint()
+        await tree.write("/new.txt", "new\n")
+        await tree.rewind(1)
+        before = (await tree.checkpoints())[-1]
+        assert (before.number, before.label) == (2, "before rewind to 1")
+        assert before.summary == vfs.Summary(added=1, bytes=4)
+        third = await tree.checkpoint()
+        assert third.summary == vfs.Summary(deleted=1)
+
+    run("trio", body)
+
+
+@pytest.mark.parametrize("kind", KINDS)
 def test_an_unknown_checkpoint_is_a_clear_error(tmp_path: Path, kind: str) -> None:
     async def body() -> None:
         tree = trees(tmp_path)[kind]
