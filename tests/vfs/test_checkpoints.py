@@ -116,6 +116,28 @@ def test_a_summary_counts_from_the_checkpoint_before_even_after_a_rewind(
 
 
 @pytest.mark.parametrize("kind", KINDS)
+def test_a_rewind_replaces_a_file_written_with_the_bytes_it_had(
+    tmp_path: Path, kind: str
+) -> None:
+    """``rewind_replaces`` names it (a mount keeps it for the descriptors held on it), though
+    ``checkpoint_changes`` sees no change there; what did not change is not named."""
+
+    async def body() -> None:
+        tree = turn_root(trees(tmp_path)[kind])  # forwarded, as the default tree's
+        await tree.checkpoint()
+        await tree.write("/a.txt", "a\n")
+        await tree.write("/d/new.txt", "new\n")
+        assert [c.path for c in await tree.checkpoint_changes(1)] == ["/d/new.txt"]
+        replaces = await tree.rewind_replaces(1)
+        assert {"/a.txt", "/d/new.txt"} <= set(replaces)
+        assert "/d/b.txt" not in replaces and "/e/c.txt" not in replaces
+        with pytest.raises(vfs.CheckpointNotFoundError):
+            await tree.rewind_replaces(7)
+
+    run("trio", body)
+
+
+@pytest.mark.parametrize("kind", KINDS)
 def test_an_unknown_checkpoint_is_a_clear_error(tmp_path: Path, kind: str) -> None:
     async def body() -> None:
         tree = trees(tmp_path)[kind]
