@@ -369,6 +369,31 @@ class MountCheckpointModel(RuleBasedStateMachine):
     )
     def write(self, via: str, path: str, data: bytes) -> None:
         expected = self.written(self.model, path, data, parents=via == "api")
+        self.write_through(via, path, data, expected)
+
+    @precondition(lambda self: bool(self.files()))
+    @rule(
+        via=st.sampled_from(("mount", "api")),
+        pick=st.integers(0, 20),
+        hold=st.booleans(),
+        checkpoint_first=st.booleans(),
+    )
+    def overwrite(self, via: str, pick: int, hold: bool, checkpoint_first: bool) -> None:
+        """Write a file with the bytes it holds: a change all the same (a new node for a
+        ``temp_fs``, a copy in a cow's upper, a new modification time), maybe just after a
+        checkpoint; then maybe hold it open, as an editor that saved it."""
+        if checkpoint_first:
+            self.checkpoint("api", None)
+        path = self.files()[pick % len(self.files())]
+        data = self.model[path][1]
+        self.write_through(via, path, data, self.written(self.model, path, data, parents=False))
+        if hold and len(self.held) < 4:
+            self.hold(path, -1)
+
+    def files(self) -> list[str]:
+        return sorted(p for p, e in self.model.items() if e[0] == "file")
+
+    def write_through(self, via: str, path: str, data: bytes, expected: Model | None) -> None:
         if via == "mount":
 
             def change() -> None:
@@ -507,8 +532,11 @@ class MountCheckpointModel(RuleBasedStateMachine):
     # -- held descriptors -------------------------------------------------------------------
 
     @precondition(lambda self: len(self.held) < 4)
-    @rule(path=st.sampled_from(FILES))
-    def hold(self, path: str) -> None:
+    @rule(path=st.sampled_from(FILES), pick=st.integers(-20, 20))
+    def hold(self, path: str, pick: int) -> None:
+        """Open ``path``, or (``pick`` >= 0) one of the files there are, and hold it."""
+        if pick >= 0 and self.files():
+            path = self.files()[pick % len(self.files())]
         entry = self.model.get(path)
         try:
             fd = os.open(self.real(path), os.O_RDONLY | os.O_NOFOLLOW)
@@ -595,8 +623,9 @@ class MountCheckpointModel(RuleBasedStateMachine):
         self.kept[record["number"]] = Kept(dict(self.model), times, label, expected)
 
     @precondition(lambda self: bool(self.kept))
-    @rule(via=st.sampled_from(("api", "api", "control", "control", "cli")), pick=st.integers(0, 50))
+    @rule(via=st.sampled_from(("api", "control", "control", "cli")), pick=st.integers(-1, 50))
     def rewind(self, via: str, pick: int) -> None:
+        """Rewind to a checkpoint (``pick`` -1: the newest)."""
         numbers = sorted(self.kept)
         number = numbers[pick % len(numbers)]
         before = dict(self.model)
@@ -658,25 +687,27 @@ class MountCheckpointModel(RuleBasedStateMachine):
         self.forks.append(Fork(tree, dict(self.kept[number].model), [f"fork of {number}"]))
 
     @precondition(lambda self: bool(self.forks))
-    @rule(which=st.integers(0, 1), path=st.sampled_from(FILES), data=st.sampled_from(CONTENTS))
-    def fork_write(self, which: int, path: str, data: bytes) -> None:
+    @rule(
+        which=st.integers(0, 1),
+        path=st.sampled_from(FILES),
+        data=st.sampled_from(CONTENTS),
+        then_checkpoint=st.booleans(),
+    )
+    def fork_write(self, which: int, path: str, data: bytes, then_checkpoint: bool) -> None:
+        """A write into a fork, and a checkpoint of the fork after it."""
         fork = self.forks[which % len(self.forks)]
         expected = self.written(fork.model, path, data, parents=True)
         try:
             self.api(lambda: fork.tree.write(path, data))
         except OSError as error:
             assert expected is None, f"the fork refused what the model allows: {error!r}"
-            return
-        assert expected is not None, "the fork allowed what the model refuses"
-        fork.model = expected
-
-    @precondition(lambda self: bool(self.forks))
-    @rule(which=st.integers(0, 1))
-    def fork_checkpoint(self, which: int) -> None:
-        fork = self.forks[which % len(self.forks)]
-        record = self.api(lambda: fork.tree.checkpoint("in the fork"))
-        assert record.label == "in the fork"
-        fork.labels.append("in the fork")
+        else:
+            assert expected is not None, "the fork allowed what the model refuses"
+            fork.model = expected
+        if then_checkpoint:
+            record = self.api(lambda: fork.tree.checkpoint("in the fork"))
+            assert record.label == "in the fork"
+            fork.labels.append("in the fork")
 
     # -- invariants -------------------------------------------------------------------------
 
