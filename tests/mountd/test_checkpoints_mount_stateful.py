@@ -25,7 +25,12 @@ A held descriptor is *attached* (it reads what its file holds now), *kept* (its 
 away by a rename over it or an unlink through the mount, or a rewind through the control
 channel, and it keeps the bytes it had, as on tmpfs) or *lost* (its name was taken away behind
 the mount's back, by the API, where nothing gave it a keeper: it reads ``ESTALE``, as
-``mountd._ops`` documents, or the pages the kernel still had).
+``mountd._ops`` documents, or the pages the kernel still had). A rewind replaces a held file
+whose bytes differ between the two states; where they are the same, the tree may keep the file
+or replace it (a ``temp_fs`` replaces exactly the nodes that changed, which the model predicts;
+a durable cow the upper's entries whose bytes or time differ), and the descriptor's link count
+says which. Files are also overwritten with the bytes they hold, since such a file is replaced
+by a rewind all the same.
 
 After every step: the whole tree through the mount and through the API equals the model; every
 held descriptor reads what the model says; every fork equals its model; the checkpoints listing
@@ -74,12 +79,13 @@ from .test_cli import private_state
 
 __all__ = ["private_state"]  # the autouse fixture: the control socket lives in a private directory
 
-pytestmark = [pytest.mark.mount, pytest.mark.timeout(600)]
-
 T = TypeVar("T")
 
 EXAMPLES = int(os.environ.get("CHECKPOINT_MOUNT_EXAMPLES", "40"))
 STEPS = int(os.environ.get("CHECKPOINT_MOUNT_STEPS", "30"))
+
+# (generous: a step costs milliseconds here, a command-line step a Python start)
+pytestmark = [pytest.mark.mount, pytest.mark.timeout(300 + EXAMPLES * STEPS // 4)]
 
 SEED: dict[str, bytes] = {"/a": b"alpha\n", "/d/b": b"beta\n", "/d/e/c": b"gamma\n" * 900}
 DIRS = ("/d", "/d/e", "/f")

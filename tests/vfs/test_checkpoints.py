@@ -116,9 +116,7 @@ def test_a_summary_counts_from_the_checkpoint_before_even_after_a_rewind(
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_a_rewind_replaces_a_file_written_with_the_bytes_it_had(
-    tmp_path: Path, kind: str
-) -> None:
+def test_a_rewind_replaces_a_file_written_with_the_bytes_it_had(tmp_path: Path, kind: str) -> None:
     """``rewind_replaces`` names it (a mount keeps it for the descriptors held on it), though
     ``checkpoint_changes`` sees no change there; what did not change is not named."""
 
