@@ -382,13 +382,12 @@ class Controller:
                 }
             if action == "rewind":
                 number = _number(request, "number")
-                replaced = [
-                    c.path for c in await tree.checkpoint_changes(number) if c.entry == "file"
-                ]
+                # Every file the rewind may replace, not only those whose bytes differ (one
+                # written with the bytes it had is replaced too): a held descriptor keeps it.
                 keeping = (
                     contextlib.nullcontext()
                     if self.keeping_files is None
-                    else self.keeping_files(replaced)
+                    else self.keeping_files(await tree.rewind_replaces(number))
                 )
                 async with keeping:
                     record = await tree.rewind(number)

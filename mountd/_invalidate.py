@@ -11,13 +11,20 @@ The mount lets the kernel cache entries, attributes and file pages for minutes. 
   parent, invalidate the dentry ``(parent, n)`` (also a cached negative lookup) and the parent's
   attributes and pages (its cached listing); if it knows the node, detach it from the inode
   table (the next lookup gets a fresh inode) and drop its attributes and pages (open
-  descriptors of it re-read from their handle). When the kernel does not know the parent (the
+  descriptors of it re-read from their handle). A detached directory takes everything beneath
+  it out of the namespace too, so the attributes of what the kernel knows there are dropped as
+  well (a descriptor held on a file in it must see that the file has no name any more). When
+  the kernel does not know the parent (the
   tree made it for this change: a write creates missing parents), the same goes for the first
   unknown name under the nearest directory it knows: it may be listed without it, or remembered
   as missing. That is said once per name until the kernel asks about it again (``Node.told``),
   so a bulk of API writes beneath a new directory does not pay for it on every write.
   An ``entry`` change at ``/`` invalidates every name the kernel holds in the root.
 - ``content``: drop the node's pages and attributes. ``metadata``: drop its attributes only.
+  The daemon's page cache (``mountd._pages``) is told of every inode whose pages are dropped
+  (``emptied``): the new size or time a later GETATTR learns is then no sign of stale pages,
+  and dropping them again while that GETATTR is answered would make the kernel discard the
+  answer (a descriptor held across an API write would read the old size).
   (With the writeback cache the kernel trusts its own file size, so a content change is handled
   like an entry change: the next open sees a fresh inode.)
 - Paths the kernel never looked up need nothing.
@@ -99,6 +106,7 @@ def plan(table: InodeTable, change: Change, *, writeback: bool = False) -> list[
         for child in list(root.children.values()):
             notices.append(InvalidateEntry(root.ino, child.name.encode("utf-8", "surrogateescape")))
             known = child.lookups > 0
+            notices.extend(_beneath(child))
             table.detach(child)
             if known:
                 notices.append(InvalidateInode(child.ino))
@@ -115,9 +123,24 @@ def plan(table: InodeTable, change: Change, *, writeback: bool = False) -> list[
     node = table.resolve(path)
     if node is not None:
         known = node.lookups > 0
+        if node.others is None:  # (a hard-linked file keeps its other names)
+            notices.extend(_beneath(node))
         table.detach_path(path)  # this name only: a file's other names (hard links) stay
         if known:
             notices.append(InvalidateInode(node.ino))
+    return notices
+
+
+def _beneath(directory: Node) -> list[Notice]:
+    """Drop the attributes of every node the kernel knows beneath ``directory``, which is being
+    detached: they keep no name either (their link count, a held descriptor's ``fstat``)."""
+    notices: list[Notice] = []
+    stack = list(directory.children.values())
+    while stack:
+        node = stack.pop()
+        if node.lookups > 0:
+            notices.append(InvalidateInode(node.ino, attr_only=True))
+        stack.extend(node.children.values())
     return notices
 
 
@@ -179,8 +202,11 @@ class Invalidator:
         send: Callable[[Notice], None] = send_to_kernel,
         timeout: float = 10.0,
         counters: Counter[str] | None = None,
+        emptied: Callable[[int], None] | None = None,
     ) -> None:
         self.table = table
+        # Told the inode of every notification that drops pages (PageCache.emptied).
+        self.emptied = emptied
         self.origin = origin
         self.writeback = writeback
         self.timeout = timeout
@@ -222,6 +248,8 @@ class Invalidator:
         notices = plan(self.table, change, writeback=self.writeback)
         for notice in notices:
             self.counters[type(notice).__name__] += 1
+            if isinstance(notice, InvalidateInode) and not notice.attr_only and self.emptied:
+                self.emptied(notice.ino)
         return notices
 
     async def _deliver(self, notices: list[Notice]) -> None:

@@ -12,6 +12,9 @@ set of inode numbers (or a map of them) that lives as long as the inode table's 
   tree reports next is the mount's own doing (:meth:`PageCache.writing`, :meth:`changing`);
 - *stale*: the tree reported a new size or time the mount did not cause (:meth:`learned`,
   told by the inode table before a node's ``info`` changes): another writer of a host directory;
+  not when the kernel was told to drop the file's pages since (:meth:`emptied`: the invalidator
+  of changes made through the API), for then it holds none, and dropping them again while the
+  GETATTR that learned it is answered would make the kernel discard that answer;
 - *patchwork*: writes through the mount left pages only partly valid. The kernel marks valid
   only the pages a write covers whole; one that starts inside a page, or ends inside one before
   the end of the file, leaves a gap, and reading such a patchwork costs a request per gap;
@@ -95,6 +98,7 @@ class PageCache:
 
     __slots__ = (
         "_complete",
+        "_emptied",
         "_files_by_inode",
         "_generation",
         "_kernel",
@@ -117,6 +121,7 @@ class PageCache:
         self._complete = terms.complete_pages
         self._ours: set[int] = set()
         self._stale: set[int] = set()
+        self._emptied: set[int] = set()
         self._patchwork: set[int] = set()
         self._partial: dict[int, set[int]] = {}
 
@@ -128,6 +133,10 @@ class PageCache:
         ino = node.ino
         if ino in self._ours:
             self._ours.discard(ino)
+            self._emptied.discard(ino)
+            return
+        if ino in self._emptied:
+            self._emptied.discard(ino)
             return
         known = node.info
         if (
@@ -162,11 +171,18 @@ class PageCache:
                 pages = self._partial[ino] = set()
             track_partial_pages(pages, off, end)
 
+    def emptied(self, ino: int) -> None:
+        """The kernel is being told to drop the pages and attributes of inode ``ino`` (a change
+        made through the API): what the tree reports of it next is no sign of stale pages."""
+        self._emptied.add(ino)
+        self._stale.discard(ino)
+
     def dropped(self, node: Node) -> None:
         """The inode table dropped ``node``: the kernel holds no pages of it any more."""
         ino = node.ino
         self._ours.discard(ino)
         self._stale.discard(ino)
+        self._emptied.discard(ino)
         self._patchwork.discard(ino)
         self._partial.pop(ino, None)
 

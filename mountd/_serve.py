@@ -416,6 +416,7 @@ async def _serve_session(
                     writeback=options.writeback,
                     timeout=options.invalidation_timeout,
                     counters=mount.counters,
+                    emptied=ops.pages.emptied,
                 )
                 unsubscribe = watchable.watch(_counting(ops, invalidator))
             if options.lists_first:

@@ -1520,6 +1520,12 @@ async def _fork(self: CowFileSystem, number: int) -> CowFileSystem:
     return await _cow_checkpoints.fork(self, number)
 
 
+async def _rewind_replaces(self: CowFileSystem, number: int) -> builtins.list[str]:
+    from . import _cow_checkpoints
+
+    return await _cow_checkpoints.rewind_replaces(self, number)
+
+
 async def _prune_checkpoints(self: CowFileSystem, keep_last: int) -> builtins.list[int]:
     return self._history.prune(keep_last)
 
@@ -1531,6 +1537,7 @@ _CHECKPOINT_VERBS: dict[str, Callable[..., Any]] = {
     "checkpoint_changes": _checkpoint_changes,
     "checkpoint_diff": _checkpoint_diff,
     "rewind": _rewind,
+    "rewind_replaces": _rewind_replaces,
     "fork": _fork,
     "prune_checkpoints": _prune_checkpoints,
 }
@@ -1575,6 +1582,7 @@ _DURABLE_VERBS: dict[str, Callable[..., Any]] = {
     "checkpoint_changes": _durable_changes,
     "checkpoint_diff": _durable_diff,
     "rewind": _durable_verb("rewind"),
+    "rewind_replaces": _durable_verb("rewind_replaces"),
     "fork": _durable_verb("fork"),
     "prune_checkpoints": _durable_verb("prune"),
 }

@@ -194,6 +194,12 @@ async def rewind(cow: CowFileSystem, number: int) -> Checkpoint:
         return cow._history.record(number)
 
 
+async def rewind_replaces(cow: CowFileSystem, number: int) -> list[str]:
+    async with cow._writing():
+        target = cow._history.state(number)
+        return sorted(await candidates(cow, state_now(cow), target))
+
+
 async def fork(cow: CowFileSystem, number: int) -> CowFileSystem:
     async with cow._writing():
         state = cow._history.state(number)

@@ -613,6 +613,18 @@ async def checkpoint_diff(cow: CowFileSystem, a: int, b: int | None) -> str:
         return await render_between(old, new, await changes_between(old, new, paths))
 
 
+async def rewind_replaces(cow: CowFileSystem, number: int) -> list[str]:
+    """Where the upper (and record) now and checkpoint ``number``'s differ, and the lower's
+    entries beneath a whiteout that differs: what :func:`rewind` may replace."""
+    async with cow._writing():
+        durable = await load(cow)
+        _known(durable, number)
+        now = await _current(cow)
+        _, target, meta = await _read_checkpoint(cow, number)
+        paths = await _candidates(cow, (now, cow._meta), (target, CowMeta.loads(meta)))
+        return sorted(path for path in paths if path != ROOT and not is_under(path, RESERVED))
+
+
 async def fork(cow: CowFileSystem, number: int) -> CowFileSystem:
     async with cow._writing():
         _known(await load(cow), number)

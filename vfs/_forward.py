@@ -333,6 +333,7 @@ TREE_VERBS: tuple[Verb, ...] = (
     Verb("checkpoint_changes", Checkpoints, "reads", optional=True),
     Verb("checkpoint_diff", Checkpoints, "reads", optional=True),
     Verb("rewind", Checkpoints, "changes", optional=True),
+    Verb("rewind_replaces", Checkpoints, "reads", optional=True),
     Verb("fork", Checkpoints, "reads", optional=True),
     Verb("prune_checkpoints", Checkpoints, "changes", optional=True),
     Verb("watch", Watchable, "reads", shape="sync", optional=True),

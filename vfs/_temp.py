@@ -1222,6 +1222,10 @@ class TempFileSystem:
             label = BEFORE_REWIND.format(number=number)
             self._history.add(state, summary_of(self._history.base(), state), label=label)
 
+    async def rewind_replaces(self, number: int) -> builtins.list[str]:
+        target = self._history.state(number)
+        return [path for path, _, _ in differences(self.frozen_root(), target) if path != ROOT]
+
     async def fork(self, number: int) -> TempFileSystem:
         state = self._history.state(number)
         tree = self.state_tree(state)

@@ -605,6 +605,13 @@ class Checkpoints(Protocol):
         now shown."""
         ...
 
+    async def rewind_replaces(self, number: int) -> list[str]:
+        """The paths whose entries a rewind to checkpoint ``number`` may replace now: every
+        path where the two states can differ, whether or not the bytes there do (a file
+        written with the bytes it had is a new file all the same). A mount gives the files
+        there keepers before a rewind, so that a descriptor held on one keeps it."""
+        ...
+
     async def fork(self, number: int) -> FileSystem:
         """A new, independent tree starting at checkpoint ``number`` (over the same lower, for a
         cow), sharing storage with this one; its own checkpoints start with that state."""

@@ -189,6 +189,53 @@ def test_a_descriptor_held_across_a_rewind_keeps_its_old_file(
 
 
 @pytest.mark.mount
+def test_a_descriptor_held_in_a_directory_a_rewind_removes_has_no_name(
+    repository: Path, tmp_path: Path
+) -> None:
+    """The rewind removes the directory; the file held open beneath it is detached with it, so
+    ``fstat`` must not answer the link count the kernel cached before."""
+    mnt = tmp_path / "mnt"
+    with cleared_afterwards(mnt):
+        started = mountd("mount", "--daemon", str(mnt), cwd=repository)
+        assert started.returncode == 0, started.stderr
+        checkpoint(str(mnt), cwd=repository)
+        (mnt / "new" / "deeper").mkdir(parents=True)
+        (mnt / "new" / "deeper" / "f.txt").write_text("made after\n")
+        with open(mnt / "new" / "deeper" / "f.txt", "rb") as held:
+            assert os.fstat(held.fileno()).st_nlink == 1
+            assert mountd("checkpoint", "rewind", str(mnt), "1", cwd=repository).returncode == 0
+            assert not (mnt / "new").exists()
+            assert os.fstat(held.fileno()).st_nlink == 0
+            assert held.read() == b"made after\n"
+        assert mountd("unmount", str(mnt), cwd=repository).returncode == 0
+
+
+@pytest.mark.mount
+def test_a_descriptor_held_on_a_file_a_rewind_replaces_with_the_same_bytes_keeps_it(
+    repository: Path, tmp_path: Path
+) -> None:
+    """Written with the bytes it had, the file is a copy in the upper that the rewind drops
+    (the lower file shows again): no change of content, but a replaced file all the same, and
+    a descriptor held on it keeps it."""
+    mnt = tmp_path / "mnt"
+    with cleared_afterwards(mnt):
+        started = mountd("mount", "--daemon", str(mnt), cwd=repository)
+        assert started.returncode == 0, started.stderr
+        checkpoint(str(mnt), cwd=repository)
+        target = mnt / "src" / "a.py"
+        target.write_text("value = 1\n")  # the same bytes, copied up
+        with open(target, "rb") as held:
+            assert held.read() == b"value = 1\n"
+            rewound = mountd("checkpoint", "rewind", str(mnt), "1", cwd=repository)
+            assert rewound.returncode == 0, rewound.stderr
+            held.seek(0)
+            assert held.read() == b"value = 1\n"
+            assert os.fstat(held.fileno()).st_nlink == 0  # detached, as after a rename over it
+        assert target.read_text() == "value = 1\n"
+        assert mountd("unmount", str(mnt), cwd=repository).returncode == 0
+
+
+@pytest.mark.mount
 def test_a_daemon_killed_mid_checkpoint_loses_no_recorded_checkpoint(
     repository: Path, tmp_path: Path, private_sessions: Path
 ) -> None:

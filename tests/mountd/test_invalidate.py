@@ -68,6 +68,21 @@ def test_an_entry_change_invalidates_the_dentry_and_detaches_the_node() -> None:
     assert table.find(f) is not None  # the kernel still holds it until forget
 
 
+def test_a_detached_directory_drops_the_attributes_of_what_is_known_beneath_it() -> None:
+    """A file beneath a directory that names nothing any more has no name either: a held
+    descriptor's ``fstat`` must not answer its old link count from the kernel's cache."""
+    table, d, f = table_with_a_file()
+    directory = table.find(d)
+    assert directory is not None
+    e = table.remember(directory, "e", DIR)
+    g = table.remember(e, "g.txt", FILE)
+    notices = plan(table, Change("/d", "entry"))
+    beneath = {InvalidateInode(ino, attr_only=True) for ino in (f, e.ino, g.ino)}
+    assert beneath <= set(notices)
+    assert InvalidateInode(d, attr_only=False) in notices
+    assert table.resolve("/d/e/g.txt") is None
+
+
 def test_a_new_name_in_a_known_directory_drops_a_cached_negative_entry() -> None:
     table, d, _ = table_with_a_file()
     assert plan(table, Change("/d/new.txt", "entry")) == [

@@ -180,3 +180,27 @@ def test_without_kept_pages_a_host_writer_is_seen_by_the_next_read(
 def _append(path: Path, data: bytes) -> None:
     with open(path, "ab") as writer:
         writer.write(data)
+
+
+def test_a_descriptor_held_across_an_api_write_reads_the_new_bytes(tmp_path: Path) -> None:
+    """The API write drops the kernel's pages and attributes; the read that follows asks for
+    the attributes first, and must get them (the page cache must not drop the pages again while
+    that GETATTR is answered, which would make the kernel keep the old size)."""
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    tree = vfs.temp_fs({"/a": "alpha\n"})
+
+    async def main() -> None:
+        async with mounted(tree, mnt):
+            held = await trio.to_thread.run_sync(os.open, mnt / "a", os.O_RDONLY)
+            try:
+                await trio.to_thread.run_sync(os.truncate, mnt / "a", 0)
+                assert await trio.to_thread.run_sync(os.pread, held, 100, 0) == b""
+                await tree.write("/a", "x\n")
+                assert await trio.to_thread.run_sync(os.pread, held, 100, 0) == b"x\n"
+                await tree.write("/a", "longer\n")
+                assert await trio.to_thread.run_sync(os.pread, held, 100, 0) == b"longer\n"
+            finally:
+                await trio.to_thread.run_sync(os.close, held)  # (a FLUSH this loop answers)
+
+    trio.run(main)

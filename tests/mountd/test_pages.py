@@ -192,3 +192,17 @@ def test_what_is_kept_of_a_file_lives_as_long_as_its_node() -> None:
     assert table.find(node.ino) is None
     assert not pages.is_stale(node) and not pages.partial_pages(node)
     assert pages.opened(node, 7).keep_cache
+
+
+def test_a_file_whose_pages_the_invalidator_emptied_has_no_stale_pages() -> None:
+    """An API change drops the kernel's pages (``emptied``): the new size and time the next
+    GETATTR learns are no reason to drop them again while it is answered (the kernel would
+    discard that answer, and a held descriptor read the old size)."""
+    pages, table, _, told = _cache(BY_INODE)
+    node = _file(table, size=6, mtime_ns=1)
+    pages.emptied(node.ino)
+    table.learn(node, vfs.FileInfo("file", size=2, mtime_ns=2))
+    assert not pages.is_stale(node)
+    table.learn(node, vfs.FileInfo("file", size=3, mtime_ns=3))  # once only: then a writer's
+    assert pages.is_stale(node)
+    assert told.drops == told.awaited_drops == []

@@ -94,6 +94,49 @@ def test_a_rewind_is_undone_by_rewinding_to_the_state_it_recorded(
 
 
 @pytest.mark.parametrize("kind", KINDS)
+def test_a_summary_counts_from_the_state_rewound_to(tmp_path: Path, kind: str) -> None:
+    """After a rewind the tree grew from the checkpoint rewound to, in every tree: the next
+    checkpoint counts what changed since that one, not since the state the rewind left."""
+
+    async def body() -> None:
+        tree = trees(tmp_path)[kind]
+        assert isinstance(tree, vfs.Checkpoints)
+        await tree.checkpoint()
+        await tree.write("/new.txt", "new\n")
+        await tree.rewind(1)
+        before = (await tree.checkpoints())[-1]
+        assert (before.number, before.label) == (2, "before rewind to 1")
+        assert before.summary == vfs.Summary(added=1, bytes=4)
+        third = await tree.checkpoint()
+        assert third.summary == vfs.Summary()
+        await tree.write("/a.txt", "changed\n")
+        fourth = await tree.checkpoint()
+        assert fourth.summary == vfs.Summary(modified=1, bytes=8)
+
+    run("trio", body)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_rewind_replaces_a_file_written_with_the_bytes_it_had(tmp_path: Path, kind: str) -> None:
+    """``rewind_replaces`` names it (a mount keeps it for the descriptors held on it), though
+    ``checkpoint_changes`` sees no change there; what did not change is not named."""
+
+    async def body() -> None:
+        tree = turn_root(trees(tmp_path)[kind])  # forwarded, as the default tree's
+        await tree.checkpoint()
+        await tree.write("/a.txt", "a\n")
+        await tree.write("/d/new.txt", "new\n")
+        assert [c.path for c in await tree.checkpoint_changes(1)] == ["/d/new.txt"]
+        replaces = await tree.rewind_replaces(1)
+        assert {"/a.txt", "/d/new.txt"} <= set(replaces)
+        assert "/d/b.txt" not in replaces and "/e/c.txt" not in replaces
+        with pytest.raises(vfs.CheckpointNotFoundError):
+            await tree.rewind_replaces(7)
+
+    run("trio", body)
+
+
+@pytest.mark.parametrize("kind", KINDS)
 def test_an_unknown_checkpoint_is_a_clear_error(tmp_path: Path, kind: str) -> None:
     async def body() -> None:
         tree = trees(tmp_path)[kind]
