@@ -919,7 +919,6 @@ def _checkpoints_text(reply: dict[str, Any]) -> str:
 
 
 def _checkpoint(args: argparse.Namespace) -> int:
-    from . import _control as control
 
     words = list(args.words)
     action = words.pop(0) if words[0] in CHECKPOINT_ACTIONS else "take"
@@ -961,12 +960,7 @@ def _checkpoint(args: argparse.Namespace) -> int:
         payload["number"] = numbers[0]
     elif action == "prune" and args.keep is not None:
         payload["keep"] = args.keep
-    try:
-        reply = control.request(path, payload, timeout=COW_TIMEOUT)
-    except control.ControlError as error:
-        raise Failure(str(error)) from None
-    if not reply.get("ok"):
-        raise Failure(str(reply.get("error", "the daemon refused the request")))
+    reply = _granted(path, payload)
     if args.json:
         print(json.dumps(reply, indent=2))
     elif action == "diff":
@@ -997,7 +991,6 @@ def _checkpoint(args: argparse.Namespace) -> int:
 def _fork(path: str, number: int, new_arg: str, *, json_output: bool) -> int:
     """``mountd checkpoint fork``: the daemon of ``path`` writes checkpoint ``number`` into a
     new session of its project, and a second daemon serves that session at ``new_arg``."""
-    from . import _control as control
     from ._sessions import SessionError, discard_path
 
     new = registry.canonical(new_arg)
@@ -1008,12 +1001,7 @@ def _fork(path: str, number: int, new_arg: str, *, json_output: bool) -> int:
     ):
         raise Failure(f"{new} is not an empty directory: a fork is mounted on an empty one")
     payload = {"op": "checkpoint", "action": "fork", "number": number, "mountpoint": new}
-    try:
-        reply = control.request(path, payload, timeout=COW_TIMEOUT)
-    except control.ControlError as error:
-        raise Failure(str(error)) from None
-    if not reply.get("ok"):
-        raise Failure(str(reply.get("error", "the daemon refused the request")))
+    reply = _granted(path, payload)
     session = str(reply["session"])
     args = _parser().parse_args(["mount", "--daemon", "--resume", "--session", session, new])
     try:
@@ -1030,6 +1018,19 @@ def _fork(path: str, number: int, new_arg: str, *, json_output: bool) -> int:
             f"(`mountd unmount --discard {new}` drops it)"
         )
     return OK
+
+
+def _granted(path: str, payload: dict[str, Any]) -> dict[str, Any]:
+    """The daemon's answer to ``payload``, which must be a yes (else a Failure saying why)."""
+    from . import _control as control
+
+    try:
+        reply = control.request(path, payload, timeout=COW_TIMEOUT)
+    except control.ControlError as error:
+        raise Failure(str(error)) from None
+    if not reply.get("ok"):
+        raise Failure(str(reply.get("error", "the daemon refused the request")))
+    return reply
 
 
 def _checkpoint_argument(word: str) -> int:
