@@ -41,9 +41,11 @@ request                                        answer (``{"ok": false, "error": 
 ``{"op": "checkpoint", "action": "prune",``    ``{"ok": true, "pruned": [N...]}``: all but the
 ``"keep": K}`` (``keep`` optional)             labelled and the last K (default 50)
 ``{"op": "checkpoint", "action": "fork",``     ``{"ok": true, "session": DIR, "project": P,
-``"number": N, "mountpoint": NEW}``            "checkpoint": {...}}``: checkpoint N written into
-                                               a new session of the project, for a second
-                                               daemon to serve at NEW (see below)
+``"number": N, "mountpoint": NEW}``            "checkpoint": {...}, "mount": {...}}``:
+                                               checkpoint N written into a new session of the
+                                               project, for a second daemon to serve at NEW
+                                               (see below) as this one is served (``mount``:
+                                               ``cache_timeout``, ``allow_other``, ``warm``)
 ``{"op": "cow", "action": "apply",``           ``{"ok": true, "applied": [change...], "refused":
 ``"paths": [...]}`` (``paths`` optional)       [change...], "set_id_cleared": [path...]}``: the
                                                changes written back to the lower tree, those
@@ -132,6 +134,7 @@ from vfs.turns import Turn, TurnRoot
 
 from . import _registry as registry
 from ._apply_rules import Refusal
+from ._options import MountOptions
 from ._review import (
     CowAt,
     apply_unprotected,
@@ -446,6 +449,18 @@ class Controller:
             "session": str(session.path),
             "project": self.project,
             "checkpoint": describe_checkpoint(first),
+            "mount": self._mount_options(),
+        }
+
+    def _mount_options(self) -> dict[str, Any]:
+        """How this tree is mounted, as far as a fork serves its own the same way."""
+        options: MountOptions | None = getattr(self.origin, "options", None)
+        if options is None:
+            return {}
+        return {
+            "cache_timeout": options.entry_timeout,
+            "allow_other": options.allow_other,
+            "warm": options.warm,
         }
 
     # -- the copy-on-write review ------------------------------------------------------------

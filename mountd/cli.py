@@ -1003,7 +1003,13 @@ def _fork(path: str, number: int, new_arg: str, *, json_output: bool) -> int:
     payload = {"op": "checkpoint", "action": "fork", "number": number, "mountpoint": new}
     reply = _granted(path, payload)
     session = str(reply["session"])
-    args = _parser().parse_args(["mount", "--daemon", "--resume", "--session", session, new])
+    served = reply.get("mount", {})  # served as the origin is
+    words = ["mount", "--daemon", "--resume", "--session", session]
+    if "cache_timeout" in served:
+        words += ["--cache-timeout", repr(float(served["cache_timeout"]))]
+    words += ["--allow-other"] if served.get("allow_other") else []
+    words += ["--no-warm"] if served.get("warm") is False else []
+    args = _parser().parse_args([*words, new])
     try:
         _mount(args)
     except (Failure, UsageError):

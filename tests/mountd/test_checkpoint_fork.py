@@ -157,6 +157,28 @@ def test_an_ephemeral_mount_forks_into_a_session(repository: Path, tmp_path: Pat
 
 
 @pytest.mark.mount
+def test_a_fork_is_mounted_as_its_origin_is(repository: Path, tmp_path: Path) -> None:
+    mnt, other = tmp_path / "mnt", tmp_path / "fork"
+    with cleared_afterwards(mnt), cleared_afterwards(other):
+        started = mountd(
+            "mount", "--daemon", "--allow-other", "--cache-timeout", "0", str(mnt), cwd=repository
+        )
+        assert started.returncode == 0, started.stderr
+        checkpoint(str(mnt), cwd=repository)
+        fork(mnt, 1, other, cwd=repository)
+        for path in (mnt, other):
+            entry = registry.mount_at(registry.canonical(path))
+            assert entry is not None and "allow_other" in entry.options.split(","), entry
+        # With no caching, a change on the host shows through the fork at once, as through
+        # its origin (a cached mount would answer from its cache for the timeout).
+        (other / "src" / "a.py").read_text()
+        (repository / "src" / "a.py").write_text("value = 5\n")
+        assert (other / "src" / "a.py").read_text() == "value = 5\n"
+        assert mountd("unmount", "--discard", str(other), cwd=repository).returncode == 0
+        assert mountd("unmount", str(mnt), cwd=repository).returncode == 0
+
+
+@pytest.mark.mount
 def test_what_a_fork_refuses(repository: Path, tmp_path: Path, private_sessions: Path) -> None:
     """``private_sessions`` is the autouse fixture of ``tests/conftest.py``."""
     mnt = tmp_path / "mnt"
