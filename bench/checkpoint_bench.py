@@ -16,7 +16,7 @@ Theory of operation
 - Space: 100 turns, each rewriting the same 1% of the files with new bytes, each followed by a
   checkpoint. Reported: the bytes the checkpoints hold beyond the live tree (memory trees: the
   distinct file pages of all the checkpoints that the first one did not hold; durable: the
-  size of the blobs and checkpoint files), against the bytes the turns wrote.
+  size of the packs, blobs and checkpoint files), against the bytes the turns wrote.
 - Each timed step runs after a full garbage collection, with the collector off (its pauses are
   the process's, not the step's).
 - ``--mount``: the same trees served by a real mount (``mountd.mounted``, in this process), the
@@ -132,7 +132,7 @@ class Bench:
             reserved = self.scratch / f"{self.kind}-upper" / ".agentroot-cow"
             return sum(
                 p.stat().st_size
-                for sub in ("blobs", "checkpoints")
+                for sub in ("blobs", "packs", "checkpoints")
                 if (reserved / sub).is_dir()
                 for p in (reserved / sub).iterdir()
             )
