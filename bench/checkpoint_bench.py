@@ -21,8 +21,8 @@ Theory of operation
   the process's, not the step's).
 - ``--mount``: the same trees served by a real mount (``mountd.mounted``, in this process), the
   turn made through it (a worker thread opens, writes and closes each file, as a tool would) and
-  the checkpoint, rewind and fork asked of the daemon's control channel (``Controller``, with
-  the mount's keepers around a rewind: what ``mountd checkpoint`` does). The baseline is then
+  the checkpoint, rewind and fork asked of the daemon's control channel (``Controller``: what
+  ``mountd checkpoint`` does; the mount gives keepers to what a rewind replaces). The baseline is then
   the turn an agent's tools make; the space table is the API's.
 - Targets (issue 20): a checkpoint after a 1,000-file turn under 5% of the turn; 100
   checkpoints under 2x the changed bytes.
@@ -183,8 +183,8 @@ def measure_mounted(kind: str, args: argparse.Namespace, scratch: Path) -> list[
                 file.write(content(index, generation, bench.size))
 
     async def body() -> None:
-        async with mounted(bench.tree, mnt) as mount:
-            control = Controller(bench.tree, str(mnt), keeping_files=mount.keeping_files)
+        async with mounted(bench.tree, mnt):
+            control = Controller(bench.tree, str(mnt))  # (the mount keeps what a rewind replaces)
 
             async def ask(**request: Any) -> dict[str, Any]:
                 reply = await control.handle({"op": "checkpoint", **request})

@@ -109,7 +109,6 @@ import stat
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
@@ -180,7 +179,6 @@ class Controller:
         origin: object = None,
         counters: Mapping[str, int] | None = None,
         open_for_writing: Callable[[], list[str]] | None = None,
-        keeping_files: Callable[[list[str]], AbstractAsyncContextManager[None]] | None = None,
         project: str | None = None,
     ) -> None:
         self.fs = fs
@@ -192,8 +190,6 @@ class Controller:
         self.counters: Mapping[str, int] = {} if counters is None else counters
         # The paths open for writing through the mount (Mount.open_for_writing): apply refuses them.
         self.open_for_writing = open_for_writing
-        # Around a rewind: keepers for the files it replaces (Mount.keeping_files).
-        self.keeping_files = keeping_files
         self._lock = threading.Lock()
         self._changes: dict[str, tuple[set[str], set[str]]] = {}
         self._truncated = False
@@ -384,16 +380,9 @@ class Controller:
                     "diff": await tree.checkpoint_diff(a, b),
                 }
             if action == "rewind":
-                number = _number(request, "number")
-                # Every file the rewind may replace, not only those whose bytes differ (one
-                # written with the bytes it had is replaced too): a held descriptor keeps it.
-                keeping = (
-                    contextlib.nullcontext()
-                    if self.keeping_files is None
-                    else self.keeping_files(await tree.rewind_replaces(number))
-                )
-                async with keeping:
-                    record = await tree.rewind(number)
+                # (the mount gives keepers to what it replaces: Mount.keeping_files, called
+                # by the tree before every rewind)
+                record = await tree.rewind(_number(request, "number"))
                 return {"ok": True, "checkpoint": describe_checkpoint(record)}
             if action == "fork":
                 return await self._fork(request)

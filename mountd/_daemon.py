@@ -109,7 +109,6 @@ async def _start_control(nursery: trio.Nursery, mount: Mount, project: str | Non
         origin=mount,
         counters=mount.counters,
         open_for_writing=mount.open_for_writing,
-        keeping_files=mount.keeping_files,
         project=project,
     )
     try:

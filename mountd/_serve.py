@@ -48,7 +48,7 @@ if sys.version_info < (3, 11):
     from exceptiongroup import BaseExceptionGroup
 
 import vfs
-from vfs import Change, FileSystem, PosixFileSystem, Watchable
+from vfs import Change, Checkpoints, FileSystem, PosixFileSystem, Watchable
 from vfs.lowlevel import ChangeCallback, guard_mountpoint, release_mountpoint, split_path
 
 from . import _registry
@@ -79,6 +79,7 @@ class Mount:
         self.counters: Counter[str] = Counter()
         self._ops: Operations | None = None
         self.warmer: Warmer | None = None  # its listing of the tree (``MountOptions.warm``)
+        self._loop_thread = threading.get_ident()  # (made on the thread that serves it)
         # The mountpoint as /proc/self/mountinfo lists it, found before mounting: resolving
         # it later would look through the mount.
         self._listed_as = _registry.canonical(mountpoint)
@@ -117,8 +118,10 @@ class Mount:
         """Around a change the tree makes behind the mount's back that replaces or removes the
         files at ``paths`` (a rewind): the files the kernel knows there get keepers first
         (``mountd._keepers``), so a descriptor held across the change keeps its old file, as
-        after a rename over it through the mount."""
-        ops = self._ops
+        after a rename over it through the mount. The tree calls it before every rewind
+        (``Checkpoints.on_rewind``); a rewind asked for on another thread than the one serving
+        the mount gets none (the inode table is that thread's)."""
+        ops = self._ops if threading.get_ident() == self._loop_thread else None
         async with contextlib.AsyncExitStack() as stack:
             if ops is not None:
                 for path in sorted(set(paths)):
@@ -398,6 +401,7 @@ async def _serve_session(
             main_done.set()
 
     unsubscribe: Callable[[], None] | None = None
+    stop_keeping: Callable[[], None] | None = None
     invalidator: Invalidator | None = None
     warmer: Warmer | None = None
     async with trio.open_nursery() as nursery:
@@ -419,6 +423,9 @@ async def _serve_session(
                     emptied=ops.pages.emptied,
                 )
                 unsubscribe = watchable.watch(_counting(ops, invalidator))
+            rewinds = mount.tree if isinstance(mount.tree, Checkpoints) else fs
+            if isinstance(rewinds, Checkpoints):  # (however a rewind is asked for)
+                stop_keeping = rewinds.on_rewind(mount.keeping_files)
             if options.lists_first:
                 warmer = mount.warmer = Warmer(mount.mountpoint, cap=options.warm_entries)
                 warmer.start()
@@ -435,6 +442,8 @@ async def _serve_session(
                 await trio.to_thread.run_sync(notifier.close, options.shutdown_timeout)
                 if unsubscribe is not None:
                     unsubscribe()
+                if stop_keeping is not None:
+                    stop_keeping()
                 if invalidator is not None:
                     await trio.to_thread.run_sync(invalidator.close, options.shutdown_timeout)
                 if not main_done.is_set():

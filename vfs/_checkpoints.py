@@ -29,16 +29,17 @@ knows a path's kind in both states from its own nodes counts it so, and asks
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Generic, TypeVar
 
 from ._cow_changes import same_content
 from ._cow_meta import TreeChange
 from ._errors import PathError
 from ._paths import ROOT, parent_path
-from ._types import MISSING, Checkpoint, FileInfo, Kind, PosixFileSystem, Summary
+from ._types import MISSING, Checkpoint, FileInfo, Kind, PosixFileSystem, RewindHook, Summary
 
 S = TypeVar("S")
 
@@ -56,6 +57,43 @@ class CheckpointNotFoundError(PathError):
 
     def _message(self) -> str:
         return f"no checkpoint {self.number}"
+
+
+T = TypeVar("T")
+
+
+class RewindHooks:
+    """Who is told before a rewind changes a tree, and where (``Checkpoints.on_rewind``)."""
+
+    __slots__ = ("_hooks",)
+
+    def __init__(self) -> None:
+        self._hooks: list[RewindHook] = []
+
+    def __bool__(self) -> bool:
+        return bool(self._hooks)
+
+    def add(self, hook: RewindHook) -> Callable[[], None]:
+        self._hooks.append(hook)
+
+        def remove() -> None:
+            if hook in self._hooks:
+                self._hooks.remove(hook)
+
+        return remove
+
+    async def rewinding(
+        self, replaces: Callable[[], Awaitable[list[str]]], change: Callable[[], Awaitable[T]]
+    ) -> T:
+        """``change()`` (a rewind), with every hook entered around it, given what ``replaces()``
+        answers first. Both take the tree's own lock, so a hook can use the tree meanwhile."""
+        if not self._hooks:
+            return await change()
+        paths = await replaces()
+        async with contextlib.AsyncExitStack() as stack:
+            for hook in list(self._hooks):
+                await stack.enter_async_context(hook(paths))
+            return await change()
 
 
 class History(Generic[S]):

@@ -82,7 +82,7 @@ import anyio
 import anyio.lowlevel
 
 from ._capabilities import buffers_writes, list_info_of, list_reusing_of, make_link, make_node
-from ._checkpoints import History
+from ._checkpoints import History, RewindHooks
 from ._clock import now_ns
 from ._content import encode_contents
 from ._cow_durable import Durable
@@ -127,6 +127,7 @@ from ._types import (
     NamedListing,
     OpenFile,
     PosixFileSystem,
+    RewindHook,
     SearchQuery,
     SearchResult,
     Special,
@@ -198,6 +199,7 @@ class CowFileSystem:
         "_observers",
         "_persist",
         "_ready",
+        "_rewind_hooks",
         "_saved",
         "_staged",
         "_upper",
@@ -236,6 +238,7 @@ class CowFileSystem:
         if subscribe and isinstance(self._upper, Watchable):
             self._upper.watch(self._from_upper)
         self._history: History[CowState] = History()
+        self._rewind_hooks = RewindHooks()
         offered: dict[str, Callable[..., Any]] = {}
         if list_reusing_of(self._lower) or list_reusing_of(self._upper):
             offered["list_info_reusing"] = CowFileSystem._list_info_reusing
@@ -1511,7 +1514,14 @@ async def _checkpoint_diff(self: CowFileSystem, a: int, b: int | None = None) ->
 async def _rewind(self: CowFileSystem, number: int) -> Checkpoint:
     from . import _cow_checkpoints
 
-    return await _cow_checkpoints.rewind(self, number)
+    return await self._rewind_hooks.rewinding(
+        lambda: _cow_checkpoints.rewind_replaces(self, number),
+        lambda: _cow_checkpoints.rewind(self, number),
+    )
+
+
+def _on_rewind(self: CowFileSystem, hook: RewindHook) -> Callable[[], None]:
+    return self._rewind_hooks.add(hook)
 
 
 async def _fork(self: CowFileSystem, number: int) -> CowFileSystem:
@@ -1538,6 +1548,7 @@ _CHECKPOINT_VERBS: dict[str, Callable[..., Any]] = {
     "checkpoint_diff": _checkpoint_diff,
     "rewind": _rewind,
     "rewind_replaces": _rewind_replaces,
+    "on_rewind": _on_rewind,
     "fork": _fork,
     "prune_checkpoints": _prune_checkpoints,
 }
@@ -1576,13 +1587,23 @@ async def _durable_diff(self: CowFileSystem, a: int, b: int | None = None) -> st
 
 
 # Offered over any other given upper (a host directory's: vfs._cow_durable).
+async def _durable_rewind(self: CowFileSystem, number: int) -> Checkpoint:
+    from . import _cow_durable
+
+    return await self._rewind_hooks.rewinding(
+        lambda: _cow_durable.rewind_replaces(self, number),
+        lambda: _cow_durable.rewind(self, number),
+    )
+
+
 _DURABLE_VERBS: dict[str, Callable[..., Any]] = {
     "checkpoint": _durable_checkpoint,
     "checkpoints": _durable_verb("checkpoints"),
     "checkpoint_changes": _durable_changes,
     "checkpoint_diff": _durable_diff,
-    "rewind": _durable_verb("rewind"),
+    "rewind": _durable_rewind,
     "rewind_replaces": _durable_verb("rewind_replaces"),
+    "on_rewind": _on_rewind,
     "fork": _durable_verb("fork"),
     "prune_checkpoints": _durable_verb("prune"),
 }

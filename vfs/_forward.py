@@ -334,6 +334,7 @@ TREE_VERBS: tuple[Verb, ...] = (
     Verb("checkpoint_diff", Checkpoints, "reads", optional=True),
     Verb("rewind", Checkpoints, "changes", optional=True),
     Verb("rewind_replaces", Checkpoints, "reads", optional=True),
+    Verb("on_rewind", Checkpoints, "reads", shape="sync", optional=True),
     Verb("fork", Checkpoints, "reads", optional=True),
     Verb("prune_checkpoints", Checkpoints, "changes", optional=True),
     Verb("watch", Watchable, "reads", shape="sync", optional=True),

@@ -67,7 +67,7 @@ from typing import ClassVar
 
 import anyio.lowlevel
 
-from ._checkpoints import BEFORE_REWIND, History, changes_between, outermost, tally
+from ._checkpoints import BEFORE_REWIND, History, RewindHooks, changes_between, outermost, tally
 from ._clock import now_ns
 from ._content import decode_contents, encode_contents, is_image_path
 from ._cow_changes import render_between
@@ -107,6 +107,7 @@ from ._types import (
     GrepResult,
     Kind,
     NamedListing,
+    RewindHook,
     SearchQuery,
     SearchResult,
     Special,
@@ -579,6 +580,7 @@ class TempFileSystem:
         self._observers = Observers()
         self._grep_files_read = 0  # files grep has looked into (tests prove early stop with it)
         self._history: History[FrozenDir] = History()
+        self._rewind_hooks = RewindHooks()
         for path, contents in (files or {}).items():
             self._write(normalize_path(path), encode_contents(contents))
 
@@ -1209,11 +1211,18 @@ class TempFileSystem:
 
     async def rewind(self, number: int) -> Checkpoint:
         target = self._history.state(number)
-        await self.record_before_rewind(number)
-        entries, metadata = self.restore(target)
-        self._history.rewound(number)
-        await self.report_restore(entries, metadata)
-        return self._history.record(number)
+
+        async def change() -> Checkpoint:
+            await self.record_before_rewind(number)
+            entries, metadata = self.restore(target)
+            self._history.rewound(number)
+            await self.report_restore(entries, metadata)
+            return self._history.record(number)
+
+        return await self._rewind_hooks.rewinding(lambda: self.rewind_replaces(number), change)
+
+    def on_rewind(self, hook: RewindHook) -> Callable[[], None]:
+        return self._rewind_hooks.add(hook)
 
     async def record_before_rewind(self, number: int) -> None:
         """Record the state now unless a kept checkpoint holds it (see vfs._checkpoints)."""

@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextvars
 import stat
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
@@ -612,6 +613,13 @@ class Checkpoints(Protocol):
         there keepers before a rewind, so that a descriptor held on one keeps it."""
         ...
 
+    def on_rewind(self, hook: RewindHook) -> Callable[[], None]:
+        """Call ``hook(paths)`` before every rewind, with what :meth:`rewind_replaces` answers
+        then, and hold the context it returns around the change (a mount serving the tree
+        gives the files there keepers, so a descriptor held across a rewind made through this
+        API keeps its file too). Answers a function that removes the hook."""
+        ...
+
     async def fork(self, number: int) -> FileSystem:
         """A new, independent tree starting at checkpoint ``number`` (over the same lower, for a
         cow), sharing storage with this one; its own checkpoints start with that state."""
@@ -647,6 +655,9 @@ class Change:
 
 
 ChangeCallback = Callable[[Change], "Awaitable[None] | None"]
+RewindHook = Callable[[list[str]], AbstractAsyncContextManager[None]]
+"""What :meth:`Checkpoints.on_rewind` takes: given the paths a rewind may replace, a context
+held around the change."""
 
 
 @runtime_checkable

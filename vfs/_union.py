@@ -191,11 +191,19 @@ def _rethrow(error: Exception, prefix: str) -> NoReturn:
     raise error
 
 
-CHECKPOINT_VERBS = tuple(verb.name for verb in TREE_VERBS if verb.protocol is Checkpoints)
+CHECKPOINT_VERBS = tuple(verb for verb in TREE_VERBS if verb.protocol is Checkpoints)
 
 
-def _to_root(name: str) -> Callable[..., Any]:
-    """The union's ``name`` of :class:`vfs.Checkpoints`: the one of the tree at ``/``."""
+def _to_root(verb: Verb) -> Callable[..., Any]:
+    """The union's ``verb`` of :class:`vfs.Checkpoints`: the one of the tree at ``/``."""
+    name = verb.name
+    if verb.shape == "sync":
+
+        def called(self: UnionFileSystem, *args: Any, **kwargs: Any) -> Any:
+            return getattr(self._by_prefix[ROOT].view, name)(*args, **kwargs)
+
+        called.__name__ = called.__qualname__ = name
+        return called
 
     async def forwarded(self: UnionFileSystem, *args: Any, **kwargs: Any) -> Any:
         return await getattr(self._by_prefix[ROOT].view, name)(*args, **kwargs)
@@ -350,7 +358,7 @@ class UnionFileSystem:
             offered["list_info_reusing"] = UnionFileSystem._list_info_reusing
         root = self._by_prefix.get(ROOT)
         if root is not None and isinstance(root.view, Checkpoints):
-            offered.update({name: _to_root(name) for name in CHECKPOINT_VERBS})
+            offered.update({verb.name: _to_root(verb) for verb in CHECKPOINT_VERBS})
         if offered:
             offer(self, offered)
 

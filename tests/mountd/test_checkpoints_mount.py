@@ -351,3 +351,48 @@ def test_a_rewind_of_more_files_than_descriptors_keeps_the_mount_serving(tmp_pat
         (mnt / "after").write_text("still serving\n")
         assert (mnt / "after").read_text() == "still serving\n"
         assert mountd("unmount", str(mnt), cwd=project).returncode == 0
+
+
+@pytest.mark.mount
+@pytest.mark.parametrize("kind", ["temp", "durable"])
+def test_a_descriptor_held_across_a_rewind_through_the_api_keeps_its_file(
+    tmp_path: Path, kind: str
+) -> None:
+    """A rewind asked of a mounted tree in Python, not through the mount's control channel:
+    the tree tells the mount first (``on_rewind``), and the mount gives the file a keeper."""
+    import trio
+
+    import vfs
+    from mountd import mounted
+
+    if kind == "temp":
+        tree: Any = vfs.temp_fs({"/f.txt": "old\n"})
+    else:
+        (tmp_path / "lower").mkdir()
+        (tmp_path / "lower" / "f.txt").write_text("old\n")
+        (tmp_path / "upper").mkdir()
+        lower = vfs.dir_fs(str(tmp_path / "lower"), read_only=True)
+        tree = vfs.cow_fs(lower, vfs.dir_fs(str(tmp_path / "upper")))
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+
+    async def main() -> None:
+        async with mounted(tree, mnt):
+            first = await tree.checkpoint()
+
+            def write_and_hold() -> int:
+                (mnt / "f.txt").write_text("new\n")
+                return os.open(mnt / "f.txt", os.O_RDONLY)
+
+            fd = await trio.to_thread.run_sync(write_and_hold)
+            try:
+                await tree.rewind(first.number)
+
+                def look() -> tuple[bytes, str, int]:
+                    return os.pread(fd, 100, 0), (mnt / "f.txt").read_text(), os.fstat(fd).st_nlink
+
+                assert await trio.to_thread.run_sync(look) == (b"new\n", "old\n", 0)
+            finally:
+                os.close(fd)
+
+    trio.run(main)

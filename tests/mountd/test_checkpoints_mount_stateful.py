@@ -22,9 +22,9 @@ modification time and bytes, which the model reads from the tree at each checkpo
 Each checkpoint keeps a full copy of the model.
 
 A held descriptor is *attached* (it reads what its file holds now), *kept* (its name was taken
-away by a rename over it or an unlink through the mount, or a rewind through the control
-channel, and it keeps the bytes it had, as on tmpfs) or *lost* (its name was taken away behind
-the mount's back, by the API, where nothing gave it a keeper: it reads ``ESTALE``, as
+away by a rename over it or an unlink through the mount, or by a rewind however asked for,
+and it keeps the bytes it had, as on tmpfs) or *lost* (its name was taken away behind the
+mount's back by another API change, where nothing gave it a keeper: it reads ``ESTALE``, as
 ``mountd._ops`` documents, or the pages the kernel still had). A rewind replaces a held file
 whose bytes differ between the two states; where they are the same, the tree may keep the file
 or replace it (a ``temp_fs`` replaces exactly the nodes that changed, which the model predicts;
@@ -658,10 +658,8 @@ class MountCheckpointModel(RuleBasedStateMachine):
         self.base = self.kept[number]
         # Held descriptors: a file the rewind replaced keeps its old bytes through a keeper,
         # given by the control channel; one it left alone is the same file (only where the
-        # bytes are the same can it be either: the descriptor says which). A rewind through
-        # the served tree's API happens behind the mount's back and gives no keeper (the issue
-        # asks a held descriptor to keep its file there too: not done, so "lost" is asserted
-        # only for that way in, as for any other API change that replaces a held file).
+        # bytes are the same can it be either: the descriptor says which). However the rewind
+        # is asked for: the tree tells the mount before it changes (Checkpoints.on_rewind).
         after: Model = {}
         by_path = {p: e[3] for p, e in before.items() if e[0] == "file"}
         stays: dict[str, int] = {}
@@ -677,7 +675,7 @@ class MountCheckpointModel(RuleBasedStateMachine):
                 if links:
                     stays[path] = held.ino
                     continue
-            held.state = "lost" if via == "api" else "kept"
+            held.state = "kept"
             held.data = before[path][1]
         for path, entry in target.items():
             if entry[0] == "file":
