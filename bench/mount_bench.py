@@ -8,6 +8,12 @@ Theory of operation
   directory, a second kernel baseline whose ratio shows the noise floor. Each mount is served by
   its own daemon process (``bench/_mount_daemon.py``), because pyfuse3 keeps its session in module
   globals; a daemon serves its mount for the whole run.
+- The C anchor. ``passthrough_hp`` (with ``--anchor PATH``): libfuse's C++ ``passthrough_hp``
+  binary at PATH, run with its default options in the foreground over its own directory on that
+  tmpfs, the same kind of source ``dir`` serves. It is built outside the repository. It is ready
+  once its mountpoint shows in ``/proc/self/mountinfo``, and is stopped by unmounting it
+  (``fusermount3 -u``), which ends it. It has no request counters: its requests show as ``-``,
+  its CPU time (threads included) comes from ``/proc/PID/stat``.
 - Workloads are groups of phases that build on each other (create, then stat, ...), the same as
   ``shared/notes/anchor-speed.md`` so ratios compare. Only phases are timed; setup (files that a
   phase reads, ``git init``) is not. Every group runs in a fresh directory and removes it.
@@ -30,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import ctypes
 import dataclasses
 import json
 import math
@@ -80,7 +87,9 @@ GROUPS: dict[str, tuple[str, ...]] = {
 }
 PHASES = tuple(p for phases in GROUPS.values() for p in phases)
 MOUNT_KINDS = ("temp", "dir", "cow", "cowdisk", "default", "guarded")
-TARGET_KINDS = ("tmpfs", "shm", *MOUNT_KINDS)
+ANCHOR = "passthrough_hp"
+TARGET_KINDS = ("tmpfs", "shm", *MOUNT_KINDS, ANCHOR)
+PR_SET_PDEATHSIG = 1
 
 
 class PhaseError(Exception):
@@ -227,6 +236,54 @@ class Daemon:
             )
 
 
+class AnchorDaemon(Daemon):
+    """A C ``passthrough_hp`` serving SOURCE at a mountpoint; answers ``stats`` from /proc."""
+
+    def __init__(self, binary: Path, mountpoint: Path, source: Path, log: Path) -> None:
+        self.kind = ANCHOR
+        self.mountpoint = mountpoint
+        self.log = log
+        with log.open("ab") as err:
+            self.proc = subprocess.Popen(
+                [str(binary), "--foreground", str(source), str(mountpoint)],
+                stdin=subprocess.DEVNULL,
+                stdout=err,
+                stderr=err,
+                start_new_session=True,
+                preexec_fn=_die_with_bench,
+            )
+
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while not is_mounted(self.mountpoint):
+            if not self.alive() or time.monotonic() > deadline:
+                raise PhaseError(f"{self.kind} did not mount; see {self.log}")
+            time.sleep(0.05)
+
+    def request(self, op: str, timeout: float = 60.0) -> dict[str, Any]:
+        if not self.alive():
+            raise PhaseError(f"{self.kind} is dead (exit {self.proc.returncode}); see {self.log}")
+        if op == "stats":
+            return {"counters": {}, "cpu": process_cpu(self.proc.pid)}
+        return {"text": f"(no profile of the C {self.kind})"}
+
+    def stop(self) -> None:
+        if self.alive():  # unmounting ends a foreground passthrough_hp
+            subprocess.run(["fusermount3", "-u", str(self.mountpoint)], check=False)
+        super().stop()
+
+
+def _die_with_bench() -> None:
+    ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+
+
+def process_cpu(pid: int) -> float:
+    """User+system CPU seconds of a process, all its threads (fields 14 and 15 of its stat)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 @dataclasses.dataclass
 class Target:
     name: str
@@ -280,8 +337,9 @@ def clear_leftovers() -> None:
 class Workspace:
     """Owns every resource of a run: the work dir, the tmpfs, the daemons. ``close`` frees them."""
 
-    def __init__(self, mount_options: list[str]) -> None:
+    def __init__(self, mount_options: list[str], anchor: Path | None = None) -> None:
         self.mount_options = mount_options
+        self.anchor = anchor
         clear_leftovers()
         self.work = Path(tempfile.mkdtemp(prefix="agentroot-bench-"))
         (self.work / "pid").write_text(str(os.getpid()))
@@ -325,14 +383,19 @@ class Workspace:
         mountpoint = self.work / f"mnt-{slug}"
         mountpoint.mkdir()
         backing = None
-        if kind in ("dir", "cow", "cowdisk", "default", "guarded"):
+        if kind in ("dir", "cow", "cowdisk", "default", "guarded", ANCHOR):
             backing = self.kernel_dir / f"backing-{slug}"  # one per target: dir and dir@...
             backing.mkdir()
         LOG_DIR.mkdir(exist_ok=True)
         log = LOG_DIR / f"daemon-{slug}.log"
         log.write_bytes(b"")
         options = [*self.mount_options, *(option.split("+") if option else [])]
-        daemon = Daemon(kind, mountpoint, backing, log, options)
+        daemon: Daemon
+        if kind == ANCHOR:
+            assert self.anchor is not None and backing is not None
+            daemon = AnchorDaemon(self.anchor, mountpoint, backing, log)
+        else:
+            daemon = Daemon(kind, mountpoint, backing, log, options)
         self.daemons.append(daemon)
         daemon.wait_ready()
         return Target(name, mountpoint, daemon)
@@ -716,7 +779,7 @@ def print_report(results: Results, targets: list[str], reps: int) -> dict[str, A
         for phase, name, error in failures:
             print(f"  {name} {phase}: {error}")
 
-    mounts = [t for t in targets if t.partition("@")[0] in MOUNT_KINDS]
+    mounts = [t for t in targets if t.partition("@")[0] in (*MOUNT_KINDS, ANCHOR)]
     if mounts:
         print("\nFUSE requests per phase (last good repetition), daemon CPU, top ops:\n")
         width = max(5, *map(len, mounts))
@@ -727,10 +790,11 @@ def print_report(results: Results, targets: list[str], reps: int) -> dict[str, A
                     continue
                 s = good[-1]
                 n = sum(s.requests.values())
+                count = "-" if name == ANCHOR else str(n)  # the C anchor counts nothing
                 per = f"{s.daemon_cpu / n * 1e6:.0f} us/req" if n else "-"
                 top = ", ".join(f"{op} {c}" for op, c in list(s.requests.items())[:8])
                 print(
-                    f"  {phase:17} {name:{width}} {n:8d} req  cpu {fmt_seconds(s.daemon_cpu):>9}  {per:>11}  {top}"
+                    f"  {phase:17} {name:{width}} {count:>8} req  cpu {fmt_seconds(s.daemon_cpu):>9}  {per:>11}  {top}"
                 )
 
     return {
@@ -779,6 +843,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--json", type=Path, help="write all samples, medians, ratios and counts here")
     p.add_argument(
+        "--anchor",
+        type=Path,
+        metavar="PATH",
+        help=f"a libfuse passthrough_hp binary, for the {ANCHOR} target (added when not listed)",
+    )
+    p.add_argument(
         "--profile", metavar="PHASE", help="profile the daemons during PHASE (a phase or group)"
     )
     p.add_argument("--profile-top", type=int, default=25, help="functions to print per profile")
@@ -798,6 +868,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         kind, at, option = t.partition("@")
         if kind not in TARGET_KINDS or (at and (kind not in MOUNT_KINDS or "=" not in option)):
             p.error(f"unknown target {t!r}")
+    if ANCHOR in targets and args.anchor is None:
+        p.error(f"target {ANCHOR} needs --anchor PATH")
+    if args.anchor is not None and ANCHOR not in targets:
+        targets.append(ANCHOR)
     if "tmpfs" in targets:
         targets.remove("tmpfs")
     args.targets = ["tmpfs", *targets]
@@ -846,7 +920,7 @@ def main(argv: list[str] | None = None) -> int:
     if "tree" in groups:
         workloads["tree"] = tree_workload(stdlib_tarball(sizes.tree_files))
     results: Results = {p: {t: [] for t in args.targets} for p in PHASES if p in args.wanted}
-    workspace = Workspace(args.mount_option)
+    workspace = Workspace(args.mount_option, args.anchor)
     try:
         targets = [workspace.make_target(kind) for kind in args.targets]
         print(
