@@ -18,8 +18,9 @@ record (``vfs._cow``), where nothing shows them through the tree:
     special, rdev]``; either whole (``"manifest"``) or as the ``"changes"`` (path -> entry, or
     ``null`` for removed) from the checkpoint named ``"base"``, the one the tree grew from.
 ``/.agentroot-cow/checkpoints/base``
-    the number of the checkpoint last rewound to, until the next checkpoint (a summary counts
-    from it, across a restart too).
+    the number of the checkpoint last rewound to and the highest number given then, until the
+    next checkpoint (a summary counts from it, across a restart too; a checkpoint numbered
+    after it makes it stale, should a kill have kept it).
 ``/.agentroot-cow/checkpoints/last``
     the highest number a checkpoint was given, written when a prune removes that checkpoint:
     numbers are never given twice.
@@ -265,10 +266,12 @@ async def load(cow: CowFileSystem) -> Durable:
         text = (await read_bytes(upper, LAST)).decode().strip()
         durable.highest = max(durable.highest, int(text) if text.isdigit() else 0)
     if await _exists(upper, BASE):
-        text = (await read_bytes(upper, BASE)).decode().strip()
-        if text.isdigit() and int(text) in durable.records:
-            grew_from = int(text)
-            durable.based = True
+        words = (await read_bytes(upper, BASE)).decode().split()
+        if words and all(word.isdigit() for word in words):
+            rewound, then = int(words[0]), int(words[-1]) if len(words) > 1 else durable.highest
+            if rewound in durable.records and then == durable.highest:
+                grew_from = rewound
+            durable.based = True  # (removed by the next checkpoint, stale or not)
     if grew_from is not None:
         _, manifest, meta = await _read_checkpoint(cow, grew_from)
         durable.latest = (manifest, meta)
@@ -662,7 +665,9 @@ async def rewind(cow: CowFileSystem, number: int) -> Checkpoint:
         await cow._save()
         with cow._quietly():
             stage = await _stage(cow)
-            await cow._upper.write(stage, str(number))
+            # (with the highest number given then: a checkpoint taken after it, whose removal
+            # of this note a kill prevented, makes the note stale)
+            await cow._upper.write(stage, f"{number} {durable.highest}")
             await cow._upper.rename(stage, BASE)
         durable.based = True
         durable.latest = (target, meta)

@@ -187,3 +187,25 @@ def test_a_checkpoint_writes_what_changed_not_the_whole_upper(tmp_path: Path) ->
 def durable_again(tmp_path: Path) -> vfs.FileSystem:
     lower = vfs.dir_fs(str(tmp_path / "lower"), read_only=True)
     return vfs.cow_fs(lower, vfs.dir_fs(str(tmp_path / "upper")))
+
+
+def test_a_rewind_note_left_by_a_kill_is_not_taken_for_the_base(tmp_path: Path) -> None:
+    """A rewind notes which checkpoint the tree grew from; the next checkpoint removes the note.
+    Killed between the two, the note must not make a restart count from the rewound-to state."""
+
+    async def body() -> None:
+        tree = durable(tmp_path)
+        await tree.checkpoint()  # 1
+        await tree.write("/a.txt", "a\n")
+        await tree.rewind(1)  # 2: "before rewind to 1"
+        note = tmp_path / "upper" / ".agentroot-cow" / "checkpoints" / "base"
+        left = note.read_text()
+        await tree.write("/b.txt", "b\n")
+        await tree.checkpoint()  # 3, which removed the note...
+        note.write_text(left)  # ...or a kill kept it
+        again = durable_again(tmp_path)
+        fourth = await again.checkpoint()
+        assert fourth.summary == vfs.Summary()  # since 3, not since 1
+        assert not note.exists()
+
+    run("trio", body)
