@@ -1512,11 +1512,12 @@ async def _checkpoint_diff(self: CowFileSystem, a: int, b: int | None = None) ->
 
 
 async def _rewind(self: CowFileSystem, number: int) -> Checkpoint:
-    from . import _cow_checkpoints
+    """A rewind of either kind of cow, its hooks entered around it."""
+    from . import _cow_checkpoints, _cow_durable
 
+    kind: Any = _cow_checkpoints if self._durable is None else _cow_durable
     return await self._rewind_hooks.rewinding(
-        lambda: _cow_checkpoints.rewind_replaces(self, number),
-        lambda: _cow_checkpoints.rewind(self, number),
+        lambda: kind.rewind_replaces(self, number), lambda: kind.rewind(self, number)
     )
 
 
@@ -1587,21 +1588,12 @@ async def _durable_diff(self: CowFileSystem, a: int, b: int | None = None) -> st
 
 
 # Offered over any other given upper (a host directory's: vfs._cow_durable).
-async def _durable_rewind(self: CowFileSystem, number: int) -> Checkpoint:
-    from . import _cow_durable
-
-    return await self._rewind_hooks.rewinding(
-        lambda: _cow_durable.rewind_replaces(self, number),
-        lambda: _cow_durable.rewind(self, number),
-    )
-
-
 _DURABLE_VERBS: dict[str, Callable[..., Any]] = {
     "checkpoint": _durable_checkpoint,
     "checkpoints": _durable_verb("checkpoints"),
     "checkpoint_changes": _durable_changes,
     "checkpoint_diff": _durable_diff,
-    "rewind": _durable_rewind,
+    "rewind": _rewind,
     "rewind_replaces": _durable_verb("rewind_replaces"),
     "on_rewind": _on_rewind,
     "fork": _durable_verb("fork"),

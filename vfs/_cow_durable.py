@@ -262,16 +262,13 @@ async def load(cow: CowFileSystem) -> Durable:
         _blobs(cow).learn(_tails(_entries_of(data)))
     grew_from = max(numbers, default=None)
     durable.highest = max(numbers, default=0)
-    if await _exists(upper, LAST):
-        text = (await read_bytes(upper, LAST)).decode().strip()
-        durable.highest = max(durable.highest, int(text) if text.isdigit() else 0)
-    if await _exists(upper, BASE):
-        words = (await read_bytes(upper, BASE)).decode().split()
-        if words and all(word.isdigit() for word in words):
-            rewound, then = int(words[0]), int(words[-1]) if len(words) > 1 else durable.highest
-            if rewound in durable.records and then == durable.highest:
-                grew_from = rewound
-            durable.based = True  # (removed by the next checkpoint, stale or not)
+    durable.highest = max([durable.highest, *await _read_note(upper, LAST)])
+    note = await _read_note(upper, BASE)
+    if note:
+        rewound, then = note[0], note[-1] if len(note) > 1 else durable.highest
+        if rewound in durable.records and then == durable.highest:
+            grew_from = rewound
+        durable.based = True  # (removed by the next checkpoint, stale or not)
     if grew_from is not None:
         _, manifest, meta = await _read_checkpoint(cow, grew_from)
         durable.latest = (manifest, meta)
@@ -283,6 +280,21 @@ async def load(cow: CowFileSystem) -> Durable:
             durable.dirty.add(path)
     durable.loaded = True
     return durable
+
+
+async def _read_note(upper: PosixFileSystem, path: str) -> list[int]:
+    """The numbers a note (``BASE``, ``LAST``) holds; none when it is missing or not numbers."""
+    if not await _exists(upper, path):
+        return []
+    words = (await read_bytes(upper, path)).decode().split()
+    return [int(word) for word in words] if all(word.isdigit() for word in words) else []
+
+
+async def _write_note(cow: CowFileSystem, path: str, *numbers: int) -> None:
+    """Write a note whole (staged, renamed into place)."""
+    stage = await _stage(cow)
+    await cow._upper.write(stage, " ".join(map(str, numbers)))
+    await cow._upper.rename(stage, path)
 
 
 def _same_stat(a: Entry | None, b: Entry | None) -> bool:
@@ -664,11 +676,9 @@ async def rewind(cow: CowFileSystem, number: int) -> Checkpoint:
         cow._saved = None
         await cow._save()
         with cow._quietly():
-            stage = await _stage(cow)
             # (with the highest number given then: a checkpoint taken after it, whose removal
             # of this note a kill prevented, makes the note stale)
-            await cow._upper.write(stage, f"{number} {durable.highest}")
-            await cow._upper.rename(stage, BASE)
+            await _write_note(cow, BASE, number, durable.highest)
         durable.based = True
         durable.latest = (target, meta)
         durable.latest_meta = target_meta.copy()
@@ -786,9 +796,7 @@ async def _unlink_checkpoint(cow: CowFileSystem, durable: Durable, number: int) 
                 )
             _link(durable, data)
     if number == durable.highest:
-        stage = await _stage(cow)
-        await upper.write(stage, str(number))
-        await upper.rename(stage, LAST)
+        await _write_note(cow, LAST, number)
     await upper.unlink(_number_path(number))
     del durable.records[number]
     del durable.links[number]

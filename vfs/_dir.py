@@ -139,6 +139,7 @@ from ._disk import (
     openat2,
     os_error,
     raise_errno,
+    read_fd,
     read_node,
     read_whole,
     renameat2,
@@ -541,10 +542,7 @@ class DirFileSystem:
                 info = _info_fd(st, fd, self._dev)
                 data = None
                 if stat.S_ISREG(st.st_mode) and info.special is None and st.st_size < limit:
-                    chunks = []
-                    while chunk := os.read(fd, max(st.st_size + 1, 4096)):
-                        chunks.append(chunk)
-                    data = b"".join(chunks)
+                    data = read_fd(fd, st.st_size)
                 found.append((info, data))
             except OSError:
                 found.append((self._lstat(path, guard), None))

@@ -374,9 +374,10 @@ def as_node(info: FileInfo, where: str, *, follow: bool = False) -> FileInfo:
     return replace(info, special=special, rdev=rdev, mode=mode, file_id=None)
 
 
-def read_fd(fd: int) -> bytes:
-    """Every byte from the current offset of ``fd`` to its end."""
-    size = os.fstat(fd).st_size
+def read_fd(fd: int, size: int | None = None) -> bytes:
+    """Every byte from the current offset of ``fd`` to its end (``size``: its ``fstat``
+    size, when the caller has it)."""
+    size = os.fstat(fd).st_size if size is None else size
     want = size + 1 if size else 1 << 16
     first = os.read(fd, want)
     if len(first) < want and size:
@@ -929,8 +930,8 @@ async def grep_file_fd(fd: int, regex: re.Pattern[str]) -> AsyncGenerator[tuple[
 async def read_whole(fd: int, size: int) -> bytes:
     """The bytes of ``fd`` (of ``size`` by ``fstat``); big files are read on a worker thread."""
     if size > _BIG_FILE:
-        return await anyio.to_thread.run_sync(read_fd, fd)
-    return read_fd(fd)
+        return await anyio.to_thread.run_sync(read_fd, fd, size)
+    return read_fd(fd, size)
 
 
 def data_extents(fd: int, size: int) -> list[tuple[int, int]]:
