@@ -481,7 +481,17 @@ class Operations(pyfuse3.Operations):
         self.pages.changing(node)
         self.inodes.learn(node, info)
         if fields.update_mtime and not fields.update_size:  # the writer is done with the file
+            asked_at = self.generation.now
             await self.pages.times_set(node, path, info.size)
+            if self.generation.now != asked_at:
+                # The store waited for a page a reader held and the tree changed meanwhile (an
+                # API write, maybe): the kernel takes a SETATTR's size whatever happened since
+                # it asked, so answer what the tree holds now, not the size before that write.
+                now = self.inodes.path(node)  # renamed meanwhile, maybe
+                fresh = None if now is None else await self.fs.lstat(now)
+                if fresh is not None and fresh.exists:
+                    info = fresh
+                    self.inodes.learn(node, info)
         return self._entry(node, info)
 
     async def _keep_cut(self, node: Node, path: str | None, size: int) -> None:
