@@ -42,7 +42,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 from ._forward import ForwardingTree, Verb
@@ -70,9 +70,22 @@ class AuditEntry:
 
     def to_json(self) -> str:
         """One JSON object (no newline); ``dest`` and ``detail`` only when set."""
-        data = {key: value for key, value in asdict(self).items() if value is not None}
-        data.setdefault("turn", None)
-        return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+        # Built by hand: every change through an audited mount records one (asdict deep-copies).
+        data: dict[str, Any] = {
+            "time": self.time,
+            "op": self.op,
+            "path": self.path,
+            "result": self.result,
+            "turn": self.turn,
+        }
+        if self.dest is not None:
+            data["dest"] = self.dest
+        if self.detail is not None:
+            data["detail"] = self.detail
+        return _encode(data)
+
+
+_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 
 def result_of(error: BaseException | None) -> str:
@@ -133,13 +146,15 @@ class AuditLog:
     ) -> AuditEntry:
         """Add one entry (stamped now, with the current turn) and return it."""
         entry = AuditEntry(time.time(), op, path, result, self.current_turn(), dest, detail)
-        # A name that is not UTF-8 (a surrogate-escaped byte) is written as its JSON escape
-        # (\udcff), which reads back as the same name.
-        line = (entry.to_json() + "\n").encode("utf-8", "backslashreplace")
+        line = None
+        if self._fd is not None:
+            # A name that is not UTF-8 (a surrogate-escaped byte) is written as its JSON escape
+            # (\udcff), which reads back as the same name.
+            line = (entry.to_json() + "\n").encode("utf-8", "backslashreplace")
         with self._lock:
             self._entries.append(entry)
             self._count += 1
-            if self._fd is not None and not self._failed:
+            if self._fd is not None and line is not None and not self._failed:
                 try:
                     os.write(self._fd, line)
                 except OSError as error:

@@ -16,7 +16,11 @@ either layer leads wherever the merged view says (chroot semantics, as ``temp_fs
 answered by :meth:`CowFileSystem._direct`: the upper's entry if it has one, else the lower's
 unless hidden. Directories already known to be real merged directories are remembered (a set,
 cleared when a directory is removed or renamed, or the lower reports an entry change), so the
-common path costs one ``lstat`` per layer, as a plain overlay would.
+common path costs one ``lstat`` per layer, as a plain overlay would. Two more sets, cleared with
+it, spare the layer calls whose answer this tree already knows: the upper directories it made or
+found (a new entry's parents need no ``lstat``), and the directories it made where the lower had
+nothing (nothing beneath them is looked up in the lower: a name made there later on the host
+shows once the sets are cleared, as a lower directory removed on the host stays known above).
 
 Copy-up happens on the first change only: ``open(write=True)``, ``truncate``, ``write``,
 ``setattr`` (mode, owner, size; and times of directories and symlinks), and renames. A read-only
@@ -193,6 +197,7 @@ class CowFileSystem:
         "_journal_size",
         "_lock_var",
         "_lower",
+        "_lower_absent",
         "_lower_files",
         "_lower_tree",
         "_meta",
@@ -203,6 +208,7 @@ class CowFileSystem:
         "_saved",
         "_staged",
         "_upper",
+        "_upper_dirs",
         "_upper_numbers",
         "_upper_tree",
     )
@@ -223,6 +229,8 @@ class CowFileSystem:
         self._meta = CowMeta()
         self._observers = Observers()
         self._dirs: set[str] = set()  # real merged directories, symlink-free (see docstring)
+        self._upper_dirs: set[str] = set()  # real paths known to be directories of the upper
+        self._lower_absent: set[str] = set()  # real directories made where the lower had none
         self._generation = 0  # bumped whenever _dirs is cleared
         self._lock_var: anyio.lowlevel.RunVar[anyio.Lock] = anyio.lowlevel.RunVar(
             f"vfs_cow_lock_{id(self)}"
@@ -333,6 +341,8 @@ class CowFileSystem:
 
     def _invalidate_dirs(self) -> None:
         self._dirs.clear()
+        self._upper_dirs.clear()
+        self._lower_absent.clear()
         self._generation += 1
 
     async def _copy_root(self) -> None:
@@ -456,7 +466,7 @@ class CowFileSystem:
         info = await self._upper.lstat(path)
         if info.exists:
             return _Found(path, self._shown_upper(path, info), _UPPER)
-        if self._meta.hides(path):
+        if self._meta.hides(path) or parent_path(path) in self._lower_absent:
             return _Found(path, MISSING, None)
         info = await self._lower.lstat(path)
         if not info.exists:
@@ -576,7 +586,7 @@ class CowFileSystem:
 
     async def _lower_view(self, path: str) -> FileInfo:
         """The lower's entry at real path ``path`` as the merged view would show it."""
-        if self._meta.hides(path):
+        if self._meta.hides(path) or parent_path(path) in self._lower_absent:
             return MISSING
         return await self._lower.lstat(path)
 
@@ -589,7 +599,7 @@ class CowFileSystem:
                 names[base_name(entry.path)] = (entry.kind, _UPPER)
             if real == ROOT:
                 names.pop(RESERVED_NAME, None)
-        if not self._meta.hides(real):
+        if not self._meta.hides(real) and real not in self._lower_absent:
             hidden = self._meta.hidden.view()
             async for entry in self._lower.list(real):
                 name = base_name(entry.path)
@@ -605,7 +615,10 @@ class CowFileSystem:
     async def _upper_parents(self, path: str) -> None:
         """Make every ancestor of real path ``path`` a directory of the upper."""
         parent = parent_path(path)
-        if parent == ROOT or (await self._upper.lstat(parent)).kind == "directory":
+        if parent == ROOT or parent in self._upper_dirs:
+            return
+        if (await self._upper.lstat(parent)).kind == "directory":
+            self._upper_dirs.add(parent)
             return
         current = ROOT
         for name in split_path(parent):
@@ -840,7 +853,7 @@ class CowFileSystem:
                 merged[name] = shown(base + name, info)
             if real == ROOT:
                 merged.pop(RESERVED_NAME, None)
-        if not self._meta.hides(real):
+        if not self._meta.hides(real) and real not in self._lower_absent:
             hidden = self._meta.hidden.view()
             for name, info in await _named_listing(self._lower, real, known):
                 if name in merged or base + name in hidden:
@@ -1158,6 +1171,10 @@ class CowFileSystem:
         async with self._writing():
             real = await self._new_name(path)
             await self._upper.mkdir(real, mode, uid=uid, gid=gid)
+            self._upper_dirs.add(real)
+            # _new_name found nothing there in either layer, or the lower's entry hidden (with
+            # everything beneath it, if a directory): nothing to look up in the lower below.
+            self._lower_absent.add(real)
 
     async def _new_name(self, path: str) -> str:
         """Under the writing lock, before ``path`` is made in the upper: its real path, once
