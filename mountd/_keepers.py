@@ -34,7 +34,7 @@ import errno
 import resource
 from types import TracebackType
 
-from vfs import OpenFile, PosixFileSystem
+from vfs import FileInfo, OpenFile, PosixFileSystem
 
 from ._inodes import InodeTable, Node
 
@@ -89,12 +89,20 @@ class Keepers:
         return keeper.file
 
     def keeping(
-        self, parent: Node, name: str, path: str, *, keeper: bool, attributes: bool
+        self,
+        parent: Node,
+        name: str,
+        path: str,
+        *,
+        keeper: bool,
+        attributes: bool,
+        known: FileInfo | None = None,
     ) -> Keeping:
         """Around the tree call that takes ``name`` (at ``path``) in ``parent`` away from its
         node: take a keeper first if ``keeper``, else (or when none is taken) refresh the
-        attributes of a node with open handles if ``attributes``."""
-        return Keeping(self, parent, name, path, keeper=keeper, attributes=attributes)
+        attributes of a node with open handles if ``attributes``. ``known``: what the tree
+        answers for ``path`` now, when the caller can vouch for it (no ``lstat`` then)."""
+        return Keeping(self, parent, name, path, keeper=keeper, attributes=attributes, known=known)
 
     async def release_if_unused(self, node: Node) -> None:
         """Close ``node``'s keeper once neither the kernel nor a handle can reach it any more
@@ -112,7 +120,9 @@ class Keepers:
     def dropped(self, node: Node) -> None:
         self._written.discard(node.ino)
 
-    async def _prepare(self, parent: Node, name: str, path: str) -> tuple[Node, Keeper] | None:
+    async def _prepare(
+        self, parent: Node, name: str, path: str, known: FileInfo | None
+    ) -> tuple[Node, Keeper] | None:
         """Open the file ``name`` before it is taken away, if the kernel knows it (and it has
         no keeper yet); also refresh the attributes the detached inode will answer with."""
         node = parent.children.get(name)
@@ -120,7 +130,7 @@ class Keepers:
             return None
         if node.ino in self._pending or len(self._kept) + len(self._pending) >= self._limit:
             return None
-        info = await self._tree.lstat(path)
+        info = known if known is not None else await self._tree.lstat(path)
         if info.kind != "file":
             return None
         self._inodes.learn(node, info)
@@ -170,7 +180,16 @@ class Keepers:
 class Keeping:
     """What :meth:`Keepers.keeping` returns: an ``async with`` around the change."""
 
-    __slots__ = ("_attributes", "_keeper", "_keepers", "_name", "_parent", "_path", "_prepared")
+    __slots__ = (
+        "_attributes",
+        "_keeper",
+        "_keepers",
+        "_known",
+        "_name",
+        "_parent",
+        "_path",
+        "_prepared",
+    )
 
     def __init__(
         self,
@@ -181,8 +200,10 @@ class Keeping:
         *,
         keeper: bool,
         attributes: bool,
+        known: FileInfo | None = None,
     ) -> None:
         self._keepers = keepers
+        self._known = known
         self._parent = parent
         self._name = name
         self._path = path
@@ -193,7 +214,9 @@ class Keeping:
     async def __aenter__(self) -> None:
         keepers = self._keepers
         if self._keeper:
-            self._prepared = await keepers._prepare(self._parent, self._name, self._path)
+            self._prepared = await keepers._prepare(
+                self._parent, self._name, self._path, self._known
+            )
         if self._prepared is None and self._attributes:
             await keepers._keep_attributes(self._parent, self._name, self._path)
 

@@ -584,12 +584,16 @@ class Operations(pyfuse3.Operations):
     @_request(write=True)
     async def unlink(self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> None:
         parent, text, path = self._child_path(parent_inode, name)
+        node = parent.children.get(text)
+        known = node.info if node is not None and self.vouched.vouches_for(node) else None
         # A file with other names keeps them, with a new link count.
         self.vouched.unvouch_name(parent, text)
         # Served by inode, a file stays readable after its unlink only through a keeper (the
         # mount is not told whether it is open).
         keeper = self.terms.files_by_inode
-        async with self.keepers.keeping(parent, text, path, keeper=keeper, attributes=True):
+        async with self.keepers.keeping(
+            parent, text, path, keeper=keeper, attributes=True, known=known
+        ):
             await self.fs.unlink(path)
         self.inodes.detach_name(parent, text)
 
