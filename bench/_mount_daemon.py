@@ -139,6 +139,11 @@ class Profiler:
     def report(self, top: int) -> str:
         if self.sampler is not None:
             text: str = self.sampler.output_text(unicode=False, color=False)
+            session = self.sampler.last_session
+            if session is not None:
+                root = session.root_frame()
+                if root is not None:
+                    text += "\n" + split_report(root)
             return text
         out = io.StringIO()
         stats = pstats.Stats(self.profile, stream=out)
@@ -147,6 +152,59 @@ class Profiler:
         out.write("by cumulative time:\n")
         stats.sort_stats(pstats.SortKey.CUMULATIVE).print_stats(top)
         return out.getvalue()
+
+
+# Where a serving daemon's time goes, by the part of the stack that spends it (see split_report).
+PARTS = (
+    ("waiting", "for the next request: trio's epoll, the reader's poll, select and yield"),
+    ("pyfuse3", "pyfuse3's Cython and libfuse: reading, decoding and answering requests"),
+    ("trio", "trio's scheduler and its worker threads' hand-offs"),
+    ("reader", "mountd's request reader (its own Python)"),
+    ("mount", "mountd's handlers and their tables (inodes, pages, keepers, ...)"),
+    ("tree", "the served tree: vfs's Python and the syscalls it makes"),
+    ("other", "anything else"),
+)
+
+_WAITS = frozenset(
+    {"poll", "poll.poll", "select", "sched_yield", "epoll.poll", "lock.acquire", "acquire"}
+)
+
+
+def _part_of(path: str) -> str | None:
+    if "pyfuse3" in path:
+        return "pyfuse3"
+    if "/trio/" in path or "/anyio/" in path or "/outcome/" in path:
+        return "trio"
+    if "mountd/_reader" in path:
+        return "reader"
+    if "mountd/" in path:
+        return "mount"
+    if "vfs/" in path:
+        return "tree"
+    return None
+
+
+def split_report(root: Any) -> str:
+    """Sampled time by part (:data:`PARTS`): each sample's own frame decides, a built-in call
+    (a syscall) counting for the Python that made it, a waiting call for ``waiting``."""
+    totals = dict.fromkeys((name for name, _ in PARTS), 0.0)
+
+    def walk(frame: Any, part: str) -> None:
+        for child in frame.children:
+            if child.is_synthetic:  # the time a frame spent in itself
+                own = part
+                if frame.file_path_short == "<built-in>":
+                    own = "waiting" if frame.function in _WAITS else part
+                totals[own] += child.time
+                continue
+            walk(child, _part_of(child.file_path or "") or part)
+
+    walk(root, "other")
+    whole = sum(totals.values()) or 1.0
+    lines = ["Where the time went (share of the samples):"]
+    for name, what in PARTS:
+        lines.append(f"  {name:8} {100 * totals[name] / whole:5.1f}%  {what}")
+    return "\n".join(lines) + "\n"
 
 
 async def serve(args: argparse.Namespace, reply: io.TextIOBase) -> None:

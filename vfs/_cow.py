@@ -437,12 +437,14 @@ class CowFileSystem:
         return self._observers.subscribe(callback)
 
     def _from_upper(self, change: Change) -> Awaitable[None] | None:
-        if self._durable is not None and not is_under(change.path, RESERVED):
+        if is_under(change.path, RESERVED):
+            return None
+        durable = self._durable
+        if durable is not None:
             # Copy-ups too: a checkpoint holds the upper. A directory's metadata (a copy-up
             # into it puts its times back) is its entry alone, not everything beneath it.
-            durable = self._durable
             (durable.touched if change.kind == "metadata" else durable.dirty).add(change.path)
-        if _muted.get() is self or is_under(change.path, RESERVED):
+        if _muted.get() is self:
             return None
         return self._observers.notify(change)
 
