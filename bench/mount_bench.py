@@ -84,8 +84,11 @@ GROUPS: dict[str, tuple[str, ...]] = {
     ),
     "churn": ("churn.replace",),
     "warm": ("warm.pass1", "warm.pass2-5"),
+    "floor": ("floor.lookup",),
 }
 PHASES = tuple(p for phases in GROUPS.values() for p in phases)
+OPT_IN = frozenset(GROUPS["floor"])
+"""Phases run only when named (``--only floor``): not part of the geomean history."""
 MOUNT_KINDS = ("temp", "dir", "cow", "cowdisk", "default", "guarded")
 ANCHOR = "passthrough_hp"
 TARGET_KINDS = ("tmpfs", "shm", *MOUNT_KINDS, ANCHOR)
@@ -646,6 +649,20 @@ def churn_workload(rec: Recorder, base: Path, sizes: Sizes) -> None:
     os.unlink(final)
 
 
+def floor_workload(rec: Recorder, base: Path, sizes: Sizes) -> None:
+    """The cheapest request there is, to measure what a round trip costs apart from the tree:
+    ``lstat`` of names that do not exist, each a new name (one LOOKUP, answered ENOENT; the
+    kernel caches the miss, so no name is asked twice)."""
+    count = sizes.small_files * 4
+    with rec.phase("floor.lookup"):
+        for i in range(count):
+            try:
+                os.lstat(base / f"missing-{i}")
+            except FileNotFoundError:
+                continue
+            raise PhaseError(f"missing-{i} exists")
+
+
 def warm_workload(rec: Recorder, base: Path, sizes: Sizes) -> None:
     files = [base / f"w{i:04}.bin" for i in range(sizes.warm_files)]
     data = os.urandom(sizes.warm_size)
@@ -875,7 +892,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if "tmpfs" in targets:
         targets.remove("tmpfs")
     args.targets = ["tmpfs", *targets]
-    args.wanted = expand(p, args.only) if args.only else set(PHASES)
+    args.wanted = expand(p, args.only) if args.only else set(PHASES) - OPT_IN
     args.profiled = set()
     if args.profile:
         args.profiled = expand(p, args.profile)
@@ -915,6 +932,7 @@ def main(argv: list[str] | None = None) -> int:
         "big": big_workload,
         "churn": churn_workload,
         "warm": warm_workload,
+        "floor": floor_workload,
     }
     groups = [g for g, phases in GROUPS.items() if args.wanted.intersection(phases)]
     if "tree" in groups:

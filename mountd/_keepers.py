@@ -14,7 +14,9 @@ copy-on-write tree's file for writing copies it up. Other detached inodes answer
 
 A keeper is taken around the change that takes the name away (:meth:`Keepers.keeping`, an
 ``async with`` around the tree call): opened before it, kept only if the change succeeds, closed
-if it fails. A kept node is pinned in the inode table (``opens``), so it is not dropped while
+if it fails. An unlink asks the tree for both in one call (:meth:`Keepers.unlink_keeping`,
+``vfs.lowlevel.unlink_keeping``), so the open costs no second walk down a stacked tree (half of
+an unlink's cost on the default tree before). A kept node is pinned in the inode table (``opens``), so it is not dropped while
 kept; its keeper is closed once neither the kernel nor a handle can reach it
 (:meth:`Keepers.release_if_unused`), and at unmount with the other open files.
 
@@ -35,6 +37,7 @@ import resource
 from types import TracebackType
 
 from vfs import FileInfo, OpenFile, PosixFileSystem
+from vfs.lowlevel import open_file_info, unlink_keeping
 
 from ._inodes import InodeTable, Node
 
@@ -87,6 +90,32 @@ class Keepers:
         if keeper is None or (write and not keeper.writable):
             return None
         return keeper.file
+
+    async def unlink_keeping(self, node: Node | None, path: str, known: FileInfo | None) -> bool:
+        """Unlink ``path`` (the name of ``node``), keeping its file if the kernel knows the
+        node (one tree call: ``vfs.lowlevel.unlink_keeping``); ``False`` when no keeper is to
+        be taken (the caller unlinks) and when descriptors ran out (nothing was unlinked then).
+        ``known``: what the tree answered for ``path``, when the caller can vouch for it."""
+        if node is None or node.lookups == 0 or node.ino in self._kept:
+            return False
+        if node.ino in self._pending or len(self._kept) + len(self._pending) >= self._limit:
+            return False
+        writable = node.ino in self._written
+        self._pending.add(node.ino)
+        try:
+            file = await unlink_keeping(self._tree, path, write=writable)
+        except OSError as error:
+            if error.errno in _OUT_OF_DESCRIPTORS:
+                return False
+            raise
+        finally:
+            self._pending.discard(node.ino)
+        if file is not None:
+            info = known if known is not None else await _attributes(file)
+            if info is not None and info.kind == "file":
+                self._inodes.learn(node, info)
+            self._keep(node, Keeper(file, writable))
+        return True
 
     def keeping(
         self,
@@ -175,6 +204,14 @@ class Keepers:
     async def _abandon(self, node: Node, keeper: Keeper) -> None:
         self._pending.discard(node.ino)
         await keeper.file.close()
+
+
+async def _attributes(file: OpenFile) -> FileInfo | None:
+    """What an unlinked file's descriptor says of it (the detached inode's attributes)."""
+    try:
+        return await open_file_info(file)
+    except OSError:
+        return None
 
 
 class Keeping:

@@ -589,12 +589,10 @@ class Operations(pyfuse3.Operations):
         # A file with other names keeps them, with a new link count.
         self.vouched.unvouch_name(parent, text)
         # Served by inode, a file stays readable after its unlink only through a keeper (the
-        # mount is not told whether it is open).
-        keeper = self.terms.files_by_inode
-        async with self.keepers.keeping(
-            parent, text, path, keeper=keeper, attributes=True, known=known
-        ):
-            await self.fs.unlink(path)
+        # mount is not told whether it is open): the tree hands it over as it unlinks.
+        if not (self.terms.files_by_inode and await self.keepers.unlink_keeping(node, path, known)):
+            async with self.keepers.keeping(parent, text, path, keeper=False, attributes=True):
+                await self.fs.unlink(path)
         self.inodes.detach_name(parent, text)
 
     @_request(write=True)
@@ -627,13 +625,15 @@ class Operations(pyfuse3.Operations):
         noreplace, exchange = _rename_flags(flags)
         old_parent, old_text, src = self._child_path(parent_inode_old, name_old)
         new_parent, new_text, dst = self._child_path(parent_inode_new, name_new)
+        victim = new_parent.children.get(new_text)
+        known = victim.info if victim is not None and self.vouched.vouches_for(victim) else None
         # A moved file's change time moves; a replaced file with other names loses a link.
         self.vouched.unvouch_name(old_parent, old_text)
         self.vouched.unvouch_name(new_parent, new_text)
         replaces = not (exchange or noreplace) and src != dst
         try:
             async with self.keepers.keeping(
-                new_parent, new_text, dst, keeper=replaces, attributes=False
+                new_parent, new_text, dst, keeper=replaces, attributes=False, known=known
             ):
                 await self.fs.rename(src, dst, noreplace=noreplace, exchange=exchange)
         except OSError as error:

@@ -237,12 +237,13 @@ class AuditedFileSystem(ForwardingTree):
         dest = normalize_path(paths[1]) if len(paths) > 1 else None
         explain = _DETAILS.get(verb.name)
         detail = explain(args) if explain is not None else None
+        op = _RECORDED_AS.get(verb.name, verb.name)
         try:
             value = await verb.call(self._inner, args)
         except Exception as error:
-            self.log.record(verb.name, path, result_of(error), dest=dest, detail=detail)
+            self.log.record(op, path, result_of(error), dest=dest, detail=detail)
             raise
-        self.log.record(verb.name, path, dest=dest, detail=detail)
+        self.log.record(op, path, dest=dest, detail=detail)
         return value
 
 
@@ -270,6 +271,9 @@ def _rename_detail(args: tuple[Any, ...]) -> str | None:
     _, _, noreplace, exchange = args
     return "exchange" if exchange else "noreplace" if noreplace else None
 
+
+# The operation an entry names, for a verb that is another's variant (the rest: the verb's name).
+_RECORDED_AS = {"unlink_keeping": "unlink"}
 
 # What an entry's ``detail`` says, by verb (the rest record none).
 _DETAILS: dict[str, Callable[[tuple[Any, ...]], str | None]] = {

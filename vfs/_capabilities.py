@@ -21,6 +21,9 @@ safe default.
   what ``mknod(2)`` answers on a file system that does not hold that type of node.
 - :func:`make_link`: ``link`` where the tree has it (:class:`vfs.MakesLinks`), else ``EPERM``,
   what ``link(2)`` answers on a file system that does not support hard links.
+- :func:`unlink_keeping`: ``unlink`` answering an open file of what the name held, in one call
+  where the tree has it (:class:`vfs.lowlevel.UnlinksKeeping`), else ``lstat`` + ``open`` +
+  ``unlink``.
 - :func:`read_bytes`: a file's exact bytes, for a tree whose ``read`` decodes text lossily
   (``host_fs``: bytes that are not UTF-8 come back from ``read`` replaced). The tree's own
   ``read_bytes`` when it has one, else ``read`` encoded (the tree's text is all there is).
@@ -109,6 +112,28 @@ async def make_link(tree: object, src: str, dst: str) -> None:
     if link is None:
         raise PathError(dst, errno=errno.EPERM)
     await link(src, dst)
+
+
+async def unlink_keeping(
+    tree: PosixFileSystem, path: str, *, write: bool = False
+) -> OpenFile | None:
+    """``tree.unlink_keeping(path, write=write)`` (see :class:`vfs.lowlevel.UnlinksKeeping`),
+    or the same in three calls for a tree without it: a regular file is opened before its name
+    is removed (and closed again if the removal fails)."""
+    native: Callable[..., Awaitable[OpenFile | None]] | None = getattr(tree, "unlink_keeping", None)
+    if native is not None:
+        return await native(path, write=write)
+    info = await tree.lstat(path)
+    file = None
+    if info.kind == "file" and info.special is None:
+        file = await tree.open(path, write=write)
+    try:
+        await tree.unlink(path)
+    except BaseException:
+        if file is not None:
+            await file.close()
+        raise
+    return file
 
 
 async def read_bytes(tree: FileSystem, path: str) -> bytes:

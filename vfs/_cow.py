@@ -85,7 +85,14 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import anyio
 import anyio.lowlevel
 
-from ._capabilities import buffers_writes, list_info_of, list_reusing_of, make_link, make_node
+from ._capabilities import (
+    buffers_writes,
+    list_info_of,
+    list_reusing_of,
+    make_link,
+    make_node,
+    unlink_keeping,
+)
 from ._checkpoints import History, RewindHooks
 from ._clock import now_ns
 from ._content import encode_contents
@@ -789,7 +796,10 @@ class CowFileSystem:
         """The upper's ``open``, as this tree shows it: where the upper's entries show inode
         numbers of their own (a ``dir_fs``), its handles' ``stat`` shows none (see
         :class:`_UpperFile`)."""
-        file = await self._upper.open(path, **how)
+        return await self._shown_handle(await self._upper.open(path, **how))
+
+    async def _shown_handle(self, file: OpenFile) -> OpenFile:
+        """An upper file's handle as this tree shows it (see :meth:`_upper_open`)."""
         if self._upper_numbers is None:
             self._upper_numbers = (await self._upper.lstat(ROOT)).ino is not None
         if self._upper_numbers and getattr(file, "stat", None) is not None:
@@ -1063,23 +1073,41 @@ class CowFileSystem:
         await self._rebind(path)
         await self._observers.emit(path, "content")
 
-    async def _remove_entry(self, found: _Found) -> None:
-        """Unlink a non-directory of the merged view."""
+    async def _remove_entry(
+        self, found: _Found, *, keep: bool = False, write: bool = False
+    ) -> OpenFile | None:
+        """Unlink a non-directory of the merged view; with ``keep``, answer an open file of a
+        regular file it was (see :meth:`unlink_keeping`)."""
         path = found.path
-        if found.layer == _LOWER and path not in self._meta.times:
-            lower = found.info  # the lower's own (times untouched), as located
-        else:
-            lower = await self._lower_view(path)
-        if lower.exists:
-            self._meta.shadow(path, Stamp.of(lower))
-            self._meta.hide(path, subtree=lower.kind == "directory")
-            await self._save()
-        if found.layer == _UPPER:
-            await self._upper.unlink(path)
-            self._meta.forget_upper(path, subtree=False)
-        else:
-            self._orphan(path)
-            await self._observers.emit(path, "entry")
+        kept: OpenFile | None = None
+        info = found.info
+        if keep and found.layer == _LOWER and info.kind == "file" and info.special is None:
+            # Read-only: nothing is copied up only to be removed.
+            kept = self._lower_handle(path, await self._lower.open(path))
+        try:
+            if found.layer == _LOWER and path not in self._meta.times:
+                lower = found.info  # the lower's own (times untouched), as located
+            else:
+                lower = await self._lower_view(path)
+            if lower.exists:
+                self._meta.shadow(path, Stamp.of(lower))
+                self._meta.hide(path, subtree=lower.kind == "directory")
+                await self._save()
+            if found.layer == _UPPER:
+                if keep:
+                    upper = await unlink_keeping(self._upper, path, write=write)
+                    kept = None if upper is None else await self._shown_handle(upper)
+                else:
+                    await self._upper.unlink(path)
+                self._meta.forget_upper(path, subtree=False)
+            else:
+                self._orphan(path)
+                await self._observers.emit(path, "entry")
+        except BaseException:
+            if kept is not None:
+                await kept.close()
+            raise
+        return kept
 
     async def _remove_dir(self, found: _Found) -> None:
         """Remove a directory that is empty in the merged view."""
@@ -1200,6 +1228,15 @@ class CowFileSystem:
             await self._remove_dir(found)
 
     async def unlink(self, path: str) -> None:
+        await self._unlink(path, keep=False, write=False)
+
+    async def unlink_keeping(self, path: str, *, write: bool = False) -> OpenFile | None:
+        """:meth:`unlink`, answering an open file of the removed file (see
+        :class:`vfs.lowlevel.UnlinksKeeping`): the upper's own, or for a lower file a read-only
+        handle on it (the lower is never written)."""
+        return await self._unlink(path, keep=True, write=write)
+
+    async def _unlink(self, path: str, *, keep: bool, write: bool) -> OpenFile | None:
         path = normalize_path(path)
         async with self._writing():
             found = await self._locate_name(path)
@@ -1207,7 +1244,7 @@ class CowFileSystem:
                 raise FileNotFoundError(path)
             if found.info.kind == "directory":
                 raise IsADirectoryError(path)
-            await self._remove_entry(found)
+            return await self._remove_entry(found, keep=keep, write=write)
 
     async def rename(
         self, src: str, dst: str, *, noreplace: bool = False, exchange: bool = False

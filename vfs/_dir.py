@@ -741,6 +741,32 @@ class DirFileSystem:
             raise IsADirectoryError(path)
         await self._remove(path, lambda dirfd, name: os.unlink(name, dir_fd=dirfd), forget=False)
 
+    async def unlink_keeping(self, path: str, *, write: bool = False) -> DiskFile | None:
+        """:meth:`unlink`, answering a descriptor of the removed file when it was a regular
+        file, opened in the same parent just before the name goes (see
+        :class:`vfs.lowlevel.UnlinksKeeping`)."""
+        path = normalize_path(path)
+        self._refuse_read_only(path)
+        if path == ROOT:
+            raise IsADirectoryError(path)
+        kept: list[int] = []
+
+        def remove(dirfd: int, name: str) -> None:
+            fd = _open_regular(dirfd, name, write=write)
+            try:
+                os.unlink(name, dir_fd=dirfd)
+            except BaseException:
+                if fd is not None:
+                    os.close(fd)
+                raise
+            if fd is not None:
+                kept.append(fd)
+
+        await self._remove(path, remove, forget=False)
+        if not kept:
+            return None
+        return DiskFile(kept[0], path, self._observers, read_only=self._read_only, dev=self._dev)
+
     async def rename(
         self, src: str, dst: str, *, noreplace: bool = False, exchange: bool = False
     ) -> None:
@@ -1312,6 +1338,36 @@ class DirFileSystem:
         if forget:
             self._forget_dirs(path)
         await self._observers.emit(path, "entry")
+
+
+def _open_regular(dirfd: int, name: str, *, write: bool) -> int | None:
+    """A descriptor of ``name`` in ``dirfd`` when it is a regular file (read-write when
+    ``write`` and allowed, else read-only), ``None`` for anything else or nothing. Never opens
+    a FIFO or a device for I/O: the entry is examined through ``O_PATH`` first, and the file
+    opened must be the one examined."""
+    try:
+        probe = os.open(name, O_PATH | os.O_NOFOLLOW | O_CLOEXEC, dir_fd=dirfd)
+    except OSError as error:
+        if error.errno in _MISSING:
+            return None  # the unlink says what is wrong
+        raise
+    try:
+        found = os.fstat(probe)
+        if not stat.S_ISREG(found.st_mode) or is_node_placeholder(found):
+            return None  # (a placeholder stands for a device, FIFO or socket: see _disk)
+        for access in (os.O_RDWR, os.O_RDONLY) if write else (os.O_RDONLY,):
+            try:
+                fd = os.open(name, access | os.O_NOFOLLOW | os.O_NONBLOCK | O_CLOEXEC, dir_fd=dirfd)
+            except builtins.PermissionError:
+                continue
+            opened = os.fstat(fd)
+            if (opened.st_dev, opened.st_ino) == (found.st_dev, found.st_ino):
+                return fd
+            os.close(fd)  # replaced between the two opens: keep nothing
+            return None
+        return None
+    finally:
+        os.close(probe)
 
 
 class DiskFile:

@@ -61,6 +61,7 @@ from ._types import (
     PosixFileSystem,
     ReadsBytes,
     StatsOpenFile,
+    UnlinksKeeping,
     Watchable,
 )
 
@@ -319,6 +320,7 @@ TREE_VERBS: tuple[Verb, ...] = (
         optional=True,
     ),
     Verb("mknod", MakesNodes, "creates", (PathArg("path", "make", "file"),), optional=True),
+    Verb("unlink_keeping", UnlinksKeeping, "changes", (PathArg("path", "remove"),), optional=True),
     Verb(
         "link",
         MakesLinks,

@@ -1000,6 +1000,16 @@ class TempFileSystem:
             if node.parent is not None:  # its other names count one link fewer
                 await self._emit_node(node, "metadata")
 
+    async def unlink_keeping(self, path: str, *, write: bool = False) -> TempOpenFile | None:
+        """:meth:`unlink`, answering an open file of the removed node when it held bytes (see
+        :class:`vfs.lowlevel.UnlinksKeeping`): the node itself outlives its name."""
+        path = normalize_path(path)
+        node = self._lookup(path, False)[2]
+        await self.unlink(path)
+        if not isinstance(node, _File) or isinstance(node, _Special):
+            return None
+        return TempOpenFile(self, node, path)
+
     async def link(self, src: str, dst: str) -> None:
         """A further name for the file, symlink or special file at ``src`` (not followed), as
         ``link(2)``: both names then show one node, and ``nlink`` counts them."""

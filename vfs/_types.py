@@ -492,6 +492,24 @@ class MakesLinks(Protocol):
 
 
 @runtime_checkable
+class UnlinksKeeping(Protocol):
+    """A tree that can hand over what a name held as it removes the name (optional).
+
+    A mount that is not told which files are open keeps each file it unlinks open until the
+    kernel forgets it (a descriptor may still read it); asked of the tree in one call, the open
+    costs no second walk down the tree. Read it through ``vfs.lowlevel.unlink_keeping``, which
+    opens then unlinks for a tree without it."""
+
+    async def unlink_keeping(self, path: str, *, write: bool = False) -> OpenFile | None:
+        """``unlink(path)``, answering an open file of what the name held when it was a
+        regular file (for reading, and writing too when ``write``; it then reads and writes
+        the removed file), else ``None`` (a symlink, a FIFO, a socket, a device node). Raises
+        what ``unlink`` raises, and nothing is removed then; the change it reports is
+        ``unlink``'s."""
+        ...
+
+
+@runtime_checkable
 class ListsWithInfo(Protocol):
     """A tree that lists a directory together with each entry's attributes (optional)."""
 

@@ -72,6 +72,7 @@ from ._capabilities import (
     list_reusing_of,
     make_link,
     make_node,
+    unlink_keeping,
 )
 from ._clock import now_ns
 from ._errors import (
@@ -739,6 +740,19 @@ class UnionFileSystem:
             raise IsADirectoryError(path)
         mount = self._covering(path)
         await _guarded(mount.prefix, mount.view.unlink(strip_prefix(path, mount.prefix)))
+
+    async def unlink_keeping(self, path: str, *, write: bool = False) -> OpenFile | None:
+        """:meth:`unlink` answering an open file of what the name held (see
+        :class:`vfs.lowlevel.UnlinksKeeping`), from the covering mount in one call where it
+        can."""
+        path = normalize_path(path)
+        self._busy(path)
+        if path in self._synthesized:
+            raise IsADirectoryError(path)
+        mount = self._covering(path)
+        child = strip_prefix(path, mount.prefix)
+        kept = await _guarded(mount.prefix, unlink_keeping(mount.view, child, write=write))
+        return kept if kept is None or mount.prefix == ROOT else _PrefixedFile(kept, mount.prefix)
 
     async def rename(
         self, src: str, dst: str, *, noreplace: bool = False, exchange: bool = False

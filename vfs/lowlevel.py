@@ -20,6 +20,7 @@ from ._capabilities import (
     make_link,
     make_node,
     open_file_info,
+    unlink_keeping,
 )
 from ._cow_changes import SET_ID_BITS, unsafe_paths, without_set_id, writer_view
 from ._cow_changes import select as select_changes
@@ -52,6 +53,7 @@ from ._types import (
     ChangeCallback,
     DirListing,
     NamedListing,
+    UnlinksKeeping,
     resized,
 )
 from ._union import UnionFileSystem
@@ -113,6 +115,7 @@ __all__ = [
     "TempFileSystem",
     "TempOpenFile",
     "UnionFileSystem",
+    "UnlinksKeeping",
     "Usage",
     "Verb",
     "add_prefix",
@@ -138,6 +141,7 @@ __all__ = [
     "select_changes",
     "split_path",
     "strip_prefix",
+    "unlink_keeping",
     "unsafe_paths",
     "without_set_id",
     "write_fork",
