@@ -16,11 +16,14 @@ either layer leads wherever the merged view says (chroot semantics, as ``temp_fs
 answered by :meth:`CowFileSystem._direct`: the upper's entry if it has one, else the lower's
 unless hidden. Directories already known to be real merged directories are remembered (a set,
 cleared when a directory is removed or renamed, or the lower reports an entry change), so the
-common path costs one ``lstat`` per layer, as a plain overlay would. Two more sets, cleared with
-it, spare the layer calls whose answer this tree already knows: the upper directories it made or
-found (a new entry's parents need no ``lstat``), and the directories it made where the lower had
-nothing (nothing beneath them is looked up in the lower: a name made there later on the host
-shows once the sets are cleared, as a lower directory removed on the host stays known above).
+common path costs one ``lstat`` per layer, as a plain overlay would. Three more sets, cleared
+with it, spare the layer calls whose answer this tree already knows: the upper directories it
+made or found (a new entry's parents need no ``lstat``); the paths the upper was found not to
+hold (only this tree makes directories there, and forgets the path when it does: nothing beneath
+is looked up in the upper, as for the lower files of a ``rm -rf``); and the directories it made
+where the lower had nothing (nothing beneath them is looked up in the lower: a name made there
+later on the host shows once the sets are cleared, as a lower directory removed on the host
+stays known above).
 
 Copy-up happens on the first change only: ``open(write=True)``, ``truncate``, ``write``,
 ``setattr`` (mode, owner, size; and times of directories and symlinks), and renames. A read-only
@@ -152,6 +155,7 @@ RESERVED_NAME = RESERVED[1:]
 _META_TEMP = RESERVED + "/meta.json.tmp"
 _JOURNAL = RESERVED + "/meta.journal."  # + the record's "journal" number
 _JOURNAL_MIN = 1 << 16  # a journal may grow to the record's size, or this, before a rewrite
+_ABSENT_AT_MOST = 1 << 16  # paths remembered as missing from the upper, before starting over
 _STAGE = RESERVED + "/stage"
 _CHUNK = 1 << 20
 
@@ -215,6 +219,7 @@ class CowFileSystem:
         "_saved",
         "_staged",
         "_upper",
+        "_upper_absent",
         "_upper_dirs",
         "_upper_numbers",
         "_upper_tree",
@@ -237,6 +242,7 @@ class CowFileSystem:
         self._observers = Observers()
         self._dirs: set[str] = set()  # real merged directories, symlink-free (see docstring)
         self._upper_dirs: set[str] = set()  # real paths known to be directories of the upper
+        self._upper_absent: set[str] = set()  # real paths the upper was found not to hold
         self._lower_absent: set[str] = set()  # real directories made where the lower had none
         self._generation = 0  # bumped whenever _dirs is cleared
         self._lock_var: anyio.lowlevel.RunVar[anyio.Lock] = anyio.lowlevel.RunVar(
@@ -346,6 +352,7 @@ class CowFileSystem:
     def _invalidate_dirs(self) -> None:
         self._dirs.clear()
         self._upper_dirs.clear()
+        self._upper_absent.clear()
         self._lower_absent.clear()
         self._generation += 1
 
@@ -403,7 +410,9 @@ class CowFileSystem:
                 lines = self._meta.journal().encode()
                 if self._journal_size + len(lines) <= max(_JOURNAL_MIN, self._saved):
                     journal = f"{_JOURNAL}{self._journal}"
-                    file = await self._upper.open(journal, write=True, create=True)
+                    # (made by the first append: one lookup fewer for every later one)
+                    made = self._journal_size > 0
+                    file = await self._upper.open(journal, write=True, create=not made)
                     try:
                         await file.write(self._journal_size, lines)
                     finally:
@@ -469,9 +478,16 @@ class CowFileSystem:
             return _Found(ROOT, self._shown_upper(ROOT, await self._upper.lstat(ROOT)), _UPPER)
         if is_under(path, RESERVED):
             return _Found(path, MISSING, None)
-        info = await self._upper.lstat(path)
-        if info.exists:
-            return _Found(path, self._shown_upper(path, info), _UPPER)
+        absent = self._upper_absent
+        if parent_path(path) in absent:
+            info = MISSING  # no directory of the upper there: nothing in it either
+        else:
+            info = await self._upper.lstat(path)
+            if info.exists:
+                return _Found(path, self._shown_upper(path, info), _UPPER)
+            if len(absent) >= _ABSENT_AT_MOST:
+                absent.clear()
+            absent.add(path)
         if self._meta.hides(path) or parent_path(path) in self._lower_absent:
             return _Found(path, MISSING, None)
         info = await self._lower.lstat(path)
@@ -643,6 +659,7 @@ class CowFileSystem:
         with self._quietly():
             async with self._parent_unchanged(path):
                 await self._upper.mkdir(path, 0o755 if info.mode is None else info.mode)
+            self._upper_absent.discard(path)
             await self._copy_attributes(path, info)
         self._meta.copied(path, info)
 
@@ -1037,6 +1054,7 @@ class CowFileSystem:
             _refuse_reserved(here)
             await self._upper_parents(here)
             await self._upper.mkdir(here, 0o755)
+            self._upper_absent.discard(here)
             real = here
 
     async def _replace_lower_file(self, found: _Found, data: bytes) -> None:
@@ -1198,6 +1216,7 @@ class CowFileSystem:
         async with self._writing():
             real = await self._new_name(path)
             await self._upper.mkdir(real, mode, uid=uid, gid=gid)
+            self._upper_absent.discard(real)
             self._upper_dirs.add(real)
             # _new_name found nothing there in either layer, or the lower's entry hidden (with
             # everything beneath it, if a directory): nothing to look up in the lower below.

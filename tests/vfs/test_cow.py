@@ -1073,3 +1073,42 @@ class Slow:
 
     def watch(self, callback: vfs._types.ChangeCallback) -> Callable[[], None]:
         return self._tree.watch(callback)  # type: ignore[attr-defined,no-any-return]
+
+
+def test_hiding_a_directory_drops_exactly_the_whiteouts_beneath_it(backend: str) -> None:
+    """A removed directory's whiteouts beneath it become redundant (found through the record's
+    index of paths by ancestor, not a scan); a sibling's whose name merely starts alike stays."""
+    meta = CowMeta()
+    for path in ("/a/b/c", "/a/b/d/e", "/a/bc", "/a/b", "/x"):
+        meta.hide(path, subtree=False)
+    meta.hide("/a/b")
+    assert sorted(meta.hidden) == ["/a/b", "/a/bc", "/x"]
+    meta.hide("/a")
+    assert sorted(meta.hidden) == ["/a", "/x"]
+    meta.hidden.discard("/a")
+    meta.hide("/")
+    assert sorted(meta.hidden) == ["/"]
+
+
+def test_a_directory_made_where_the_upper_had_nothing_shows_what_is_made_in_it(
+    backend: str, tmp_path: Path
+) -> None:
+    """The cow remembers where its upper holds nothing (no upper lookup beneath); making a
+    directory there, or copying a lower one up, must end that."""
+
+    async def body() -> None:
+        (tmp_path / "lower" / "old").mkdir(parents=True)
+        (tmp_path / "lower" / "old" / "f").write_text("lower")
+        (tmp_path / "upper").mkdir()
+        tree = cow_fs(vfs.dir_fs(tmp_path / "lower"), vfs.dir_fs(tmp_path / "upper"))
+        assert not (await tree.lstat("/new/f")).exists
+        assert not (await tree.lstat("/new")).exists
+        await tree.mkdir("/new")
+        await tree.write("/new/f", "made")
+        assert await tree.read("/new/f") == "made"
+        assert await tree.read("/old/f") == "lower"  # the upper has no /old yet
+        await tree.write("/old/g", "copied up")  # copies /old up
+        assert await tree.read("/old/g") == "copied up"
+        assert sorted([e.path async for e in tree.list("/old")]) == ["/old/f", "/old/g"]
+
+    run(backend, body)
