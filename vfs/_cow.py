@@ -205,6 +205,7 @@ class CowFileSystem:
         "_generation",
         "_history",
         "_journal",
+        "_journal_held",
         "_journal_size",
         "_lock_var",
         "_lower",
@@ -238,6 +239,7 @@ class CowFileSystem:
         self._saved: int | None = None
         self._journal = 0
         self._journal_size = 0
+        self._journal_held: tuple[int, OpenFile] | None = None
         self._meta = CowMeta()
         self._observers = Observers()
         self._dirs: set[str] = set()  # real merged directories, symlink-free (see docstring)
@@ -409,14 +411,8 @@ class CowFileSystem:
             if self._saved is not None:
                 lines = self._meta.journal().encode()
                 if self._journal_size + len(lines) <= max(_JOURNAL_MIN, self._saved):
-                    journal = f"{_JOURNAL}{self._journal}"
-                    # (made by the first append: one lookup fewer for every later one)
-                    made = self._journal_size > 0
-                    file = await self._upper.open(journal, write=True, create=not made)
-                    try:
-                        await file.write(self._journal_size, lines)
-                    finally:
-                        await file.close()
+                    file = await self._journal_file()
+                    await file.write(self._journal_size, lines)
                     self._journal_size += len(lines)
                     return
             else:
@@ -431,6 +427,19 @@ class CowFileSystem:
             self._journal_size = 0
             if (await self._upper.lstat(old)).exists:
                 await self._upper.unlink(old)
+
+    async def _journal_file(self) -> OpenFile:
+        """The open journal of the record in use (kept open: every change appends to it)."""
+        held = self._journal_held
+        if held is not None and held[0] == self._journal:
+            return held[1]
+        if held is not None:
+            self._journal_held = None
+            await held[1].close()  # of a record since replaced
+        journal = f"{_JOURNAL}{self._journal}"
+        file = await self._upper.open(journal, write=True, create=True)
+        self._journal_held = (self._journal, file)
+        return file
 
     async def _reserved_dir(self) -> None:
         if (await self._upper.lstat(RESERVED)).kind != "directory":

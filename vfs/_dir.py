@@ -1447,6 +1447,14 @@ class DiskFile:
         if fd >= 0:
             os.close(fd)
 
+    def __del__(self) -> None:
+        # A handle dropped unclosed (its owner gone) gives its descriptor back, as a Python
+        # file object does.
+        fd, self._fd = self._fd, -1
+        if fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
 
 def _refuse_guarded_root(host: str, snapshot: tuple[Mountpoint, ...]) -> None:
     for mountpoint in snapshot:
