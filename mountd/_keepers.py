@@ -96,9 +96,7 @@ class Keepers:
         node (one tree call: ``vfs.lowlevel.unlink_keeping``); ``False`` when no keeper is to
         be taken (the caller unlinks) and when descriptors ran out (nothing was unlinked then).
         ``known``: what the tree answered for ``path``, when the caller can vouch for it."""
-        if node is None or node.lookups == 0 or node.ino in self._kept:
-            return False
-        if node.ino in self._pending or len(self._kept) + len(self._pending) >= self._limit:
+        if node is None or not self._may_keep(node):
             return False
         writable = node.ino in self._written
         self._pending.add(node.ino)
@@ -155,9 +153,7 @@ class Keepers:
         """Open the file ``name`` before it is taken away, if the kernel knows it (and it has
         no keeper yet); also refresh the attributes the detached inode will answer with."""
         node = parent.children.get(name)
-        if node is None or node.lookups == 0 or node.ino in self._kept:
-            return None
-        if node.ino in self._pending or len(self._kept) + len(self._pending) >= self._limit:
+        if node is None or not self._may_keep(node):
             return None
         info = known if known is not None else await self._tree.lstat(path)
         if info.kind != "file":
@@ -170,6 +166,13 @@ class Keepers:
             self._pending.add(node.ino)
             return node, keeper
         return None
+
+    def _may_keep(self, node: Node) -> bool:
+        """Whether ``node`` is to get a keeper: the kernel knows it, it has none (nor one on
+        the way), and the limit allows another."""
+        if node.lookups == 0 or node.ino in self._kept or node.ino in self._pending:
+            return False
+        return len(self._kept) + len(self._pending) < self._limit
 
     async def _open(self, node: Node, path: str) -> Keeper | None:
         if node.ino in self._written:
