@@ -26,6 +26,7 @@ from mountd._inodes import ROOT_INODE
 from mountd._ops import Operations
 from mountd._pages import STORE_RUNS
 from mountd._terms import FuseFeatures, Terms
+from vfs.lowlevel import ForwardingTree, Verb
 from vfs.turns import turn_root
 
 pytestmark = [pytest.mark.mount, pytest.mark.timeout(120)]
@@ -133,6 +134,68 @@ def test_a_host_file_unlinked_while_open_stays_readable(tmp_path: Path) -> None:
             assert mount._ops.files_by_inode  # type: ignore[union-attr]
             assert await trio.to_thread.run_sync(unlink_while_open) == (b"from the host\n", 0)
             assert not (host / "f.txt").exists()
+
+    trio.run(main)
+
+
+class _Recording(ForwardingTree):
+    """A tree that notes each verb called on it, and its first argument."""
+
+    __slots__ = ("calls",)
+
+    def __init__(self, inner: vfs.PosixFileSystem) -> None:
+        self.calls: list[tuple[str, object]] = []
+        self._forward_to(inner)
+
+    async def _around(self, verb: Verb, args: tuple[Any, ...]) -> Any:
+        self.calls.append((verb.name, args[0] if args else None))
+        return await verb.call(self._inner, args)
+
+
+def test_the_default_tree_keeps_what_it_unlinks_in_one_call(tmp_path: Path) -> None:
+    """The tree ``mountd mount`` serves (a turn root over an audited cow of a host directory
+    with a directory upper): a file written through the mount stays writable after its unlink
+    through a held descriptor, a host file stays readable, the host is never written, and the
+    audit log says ``unlink``; the keepers come from one tree call each."""
+    host = tmp_path / "host"
+    host.mkdir()
+    (host / "lower.txt").write_text("from the host\n")
+    upper = tmp_path / "upper"
+    upper.mkdir()
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    log = vfs.AuditLog(keep=100)
+    cow = _Recording(vfs.cow_fs(vfs.dir_fs(str(host)), vfs.dir_fs(str(upper))))
+    tree = turn_root(vfs.audited_fs(cow, log))
+
+    def use() -> tuple[bytes, bytes]:
+        (mnt / "made.txt").write_bytes(b"made here")
+        made = os.open(mnt / "made.txt", os.O_RDWR)
+        lower = os.open(mnt / "lower.txt", os.O_RDONLY)
+        try:
+            os.unlink(mnt / "made.txt")
+            os.unlink(mnt / "lower.txt")
+            assert os.listdir(mnt) == ["tmp"]
+            os.pwrite(made, b" and after", 9)
+            return os.pread(made, 100, 0), os.pread(lower, 100, 0)
+        finally:
+            os.close(made)
+            os.close(lower)
+
+    async def main() -> None:
+        async with mounted(tree, mnt, MountOptions()) as mount:
+            assert mount._ops.files_by_inode  # type: ignore[union-attr]
+            assert await trio.to_thread.run_sync(use) == (
+                b"made here and after",
+                b"from the host\n",
+            )
+        removals = [call for call in cow.calls if call[0] in ("unlink", "unlink_keeping")]
+        assert removals == [("unlink_keeping", "/made.txt"), ("unlink_keeping", "/lower.txt")]
+        assert (host / "lower.txt").read_text() == "from the host\n"
+        assert [(e.op, e.path) for e in log.entries() if e.op == "unlink"] == [
+            ("unlink", "/made.txt"),
+            ("unlink", "/lower.txt"),
+        ]
 
     trio.run(main)
 
