@@ -1447,13 +1447,15 @@ class DiskFile:
         if fd >= 0:
             os.close(fd)
 
-    def __del__(self) -> None:
+    def __del__(self, _close: Callable[[int], None] = os.close) -> None:
         # A handle dropped unclosed (its owner gone) gives its descriptor back, as a Python
-        # file object does.
+        # file object does (``os`` bound early: this may run at interpreter exit).
         fd, self._fd = self._fd, -1
         if fd >= 0:
-            with contextlib.suppress(OSError):
-                os.close(fd)
+            try:  # noqa: SIM105 (contextlib may be gone at exit)
+                _close(fd)
+            except OSError:
+                pass
 
 
 def _refuse_guarded_root(host: str, snapshot: tuple[Mountpoint, ...]) -> None:
