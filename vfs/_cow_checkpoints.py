@@ -38,7 +38,7 @@ from ._checkpoints import (
 )
 from ._cow_changes import render_between
 from ._cow_meta import RESERVED, CowMeta, TreeChange
-from ._frozen import FrozenDir, differences, frozen_kind, frozen_size
+from ._frozen import FrozenDir, frozen_kind, frozen_size
 from ._paths import ROOT, is_under
 from ._temp import TempFileSystem
 from ._types import Checkpoint, FileSystem
@@ -84,12 +84,14 @@ def view(cow: CowFileSystem, state: CowState) -> CowFileSystem:
     return type(cow)._of_state(cow._lower_tree, upper, state.meta, subscribe=False)
 
 
-def differing(old: CowState, new: CowState) -> tuple[set[str], set[str], set[str]]:
+def differing(
+    cow: CowFileSystem, old: CowState, new: CowState
+) -> tuple[set[str], set[str], set[str]]:
     """Where ``old`` and ``new`` can differ: the upper's paths that hold different nodes (and a
     directory in both), the paths hidden in one record only (see the module docstring)."""
     entries: set[str] = set()
     directories: set[str] = set()
-    for path, then, now in differences(old.upper, new.upper):
+    for path, then, now in _upper(cow).state_differences(old.upper, new.upper):
         if is_under(path, RESERVED):
             continue
         if isinstance(then, FrozenDir) and isinstance(now, FrozenDir):
@@ -102,7 +104,7 @@ def differing(old: CowState, new: CowState) -> tuple[set[str], set[str], set[str
 
 async def candidates(cow: CowFileSystem, old: CowState, new: CowState) -> set[str]:
     """Every path where the merged views of ``old`` and ``new`` can differ."""
-    entries, directories, hidden = differing(old, new)
+    entries, directories, hidden = differing(cow, old, new)
     paths = entries | directories | hidden
     lower = cow._lower
     for path in hidden:
@@ -129,13 +131,15 @@ async def _record(
     # A path the upper holds in both states shows the upper's node in both: its frozen nodes
     # say what it was and is, without asking the merged view (and the lower) for it.
     counted = []
-    for path, then, now in differences(old.upper, state.upper):
+    for path, then, now in _upper(cow).state_differences(old.upper, state.upper):
         if then is not None and now is not None and path in paths:
             paths.discard(path)
             if path != ROOT:
                 counted.append((frozen_kind(then), frozen_kind(now), frozen_size(now)))
     counted += await kinds_between(view(cow, old), cow, paths)
-    return cow._history.add(state, tally(counted), label=label, turn=turn)
+    record = cow._history.add(state, tally(counted), label=label, turn=turn)
+    _upper(cow).count_from(state.upper)
+    return record
 
 
 async def _states(
@@ -168,7 +172,7 @@ async def rewind(cow: CowFileSystem, number: int) -> Checkpoint:
         )
         if kept is None:
             await _record(cow, now, BEFORE_REWIND.format(number=number), None)
-        entries, directories, hidden = differing(now, target)
+        entries, directories, hidden = differing(cow, now, target)
         before = Entries(view(cow, now))
         _upper(cow).restore(target.upper)
         cow._history.rewound(number)

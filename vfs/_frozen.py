@@ -12,7 +12,10 @@ the directories on the way to what changed: O(changed), never O(tree).
 
 Identity is meaning: where two frozen trees hold the same object, nothing beneath differs; where
 they hold different objects, something may (a file written with the same bytes is a new node).
-:func:`differences` walks two frozen trees by that rule and answers only where they differ.
+:func:`differences` walks two frozen trees by that rule and answers only where they differ; the
+walk still looks at every entry of a directory that holds a change, so a tree that freezes keeps a
+:class:`FreezeLog` of what each freezing rebuilt, which answers the same for the states it covers
+in what changed.
 
 ``linked`` marks a node (or a directory holding one) with several names (hard links): such nodes
 must be thawed together, so that one live node gets all its names back.
@@ -22,13 +25,24 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from typing import TypeVar, dataclass_transform
 
 from ._pages import Pages
 from ._paths import ROOT, join_path
 from ._types import Kind, Special
 
+_T = TypeVar("_T")
 
-@dataclass(frozen=True, slots=True, eq=False)
+
+@dataclass_transform(frozen_default=True, eq_default=False)
+def _immutable(cls: type[_T]) -> type[_T]:
+    """A frozen node's class: immutable to the type checker, built by a plain ``__init__``
+    (a frozen dataclass sets each field through ``object.__setattr__``: five times slower, and
+    a checkpoint builds one node per change)."""
+    return dataclass(slots=True, eq=False)(cls)
+
+
+@_immutable
 class FrozenNode:
     """What every frozen node holds. Frozen nodes compare by identity (see the module)."""
 
@@ -46,19 +60,19 @@ class FrozenNode:
         return (self.mode, self.uid, self.gid) == (other.mode, other.uid, other.gid)
 
 
-@dataclass(frozen=True, slots=True, eq=False)
+@_immutable
 class FrozenFile(FrozenNode):
     data: Pages
     special: Special | None
     rdev: int
 
 
-@dataclass(frozen=True, slots=True, eq=False)
+@_immutable
 class FrozenSymlink(FrozenNode):
     target: str
 
 
-@dataclass(frozen=True, slots=True, eq=False)
+@_immutable
 class FrozenDir(FrozenNode):
     children: Mapping[str, FrozenNode]
     subdirs: int
@@ -101,6 +115,56 @@ def differences(
         yield from differences(
             old_children.get(name), new_children.get(name), join_path(path, name)
         )
+
+
+Difference = tuple[str, FrozenNode | None, FrozenNode | None]
+
+
+class FreezeLog:
+    """What changed between the frozen roots a tree built one after the other, kept as it
+    freezes them (the tree notes each entry it rebuilt: it knows which names changed), so
+    that comparing the state a checkpoint grew from with the state now costs what changed,
+    where :func:`differences` costs the entries of every directory that holds a change.
+
+    The log runs from ``start`` to ``end``: each freezing that starts from ``end`` extends it;
+    any other freezing, and :meth:`restart` (a checkpoint taken, a rewind), starts it again."""
+
+    __slots__ = ("_entries", "end", "start")
+
+    def __init__(self, root: FrozenDir | None = None) -> None:
+        self.start = self.end = root
+        # path -> (the node at ``start``, the node at ``end``)
+        self._entries: dict[str, tuple[FrozenNode | None, FrozenNode | None]] = {}
+
+    def restart(self, root: FrozenDir) -> None:
+        self.start = self.end = root
+        self._entries = {}
+
+    def extend(self, was: FrozenDir, root: FrozenDir, found: list[Difference]) -> None:
+        """The tree froze ``root`` from ``was``; ``found`` is every difference between them
+        (as :func:`differences` answers them, in any order)."""
+        if was is not self.end:
+            self.restart(was)
+        entries = self._entries
+        for path, then, now in found:
+            known = entries.get(path)
+            entries[path] = (then if known is None else known[0], now)
+        self.end = root
+
+    def between(self, old: FrozenDir | None, new: FrozenDir) -> list[Difference] | None:
+        """What :func:`differences` answers for ``old`` and ``new`` (sorted by path rather
+        than in walk order), when the log covers them; else ``None``."""
+        if new is not self.end:
+            return None
+        if old is new:
+            return []
+        if old is not self.start:
+            return None
+        return [
+            (path, then, now)
+            for path, (then, now) in sorted(self._entries.items())
+            if then is not now
+        ]
 
 
 def page_space(roots: list[FrozenDir]) -> int:

@@ -41,8 +41,11 @@ raise ``FileTooLargeError``; a growth larger than the memory available raises ``
 Checkpoints (``vfs._frozen``, :class:`vfs.Checkpoints`): each node keeps the frozen node last
 built for it (``frozen``) until it changes; :meth:`_Node.modified` / :meth:`_Node.changed` drop it
 and those of the directories above every name of the node (a node without one has none above
-it), so :meth:`TempFileSystem.frozen_root` rebuilds only the directories that hold a change, and a
-file's pages are shared with the checkpoint until each is first written again. A tree made from a
+it), so :meth:`TempFileSystem.frozen_root` rebuilds only the directories that hold a change (each
+from the frozen directory it was and the names that changed in it, noted in ``dirty``), and a
+file's pages are shared with the checkpoint until each is first written again. Freezing notes
+what it rebuilt in the tree's :class:`vfs._frozen.FreezeLog`, so a checkpoint's summary (what
+changed since the state the tree grew from) costs what changed, not a walk of the directories. A tree made from a
 checkpoint (a fork, a view for a diff) thaws lazily: a thawed directory's ``children`` slot is
 unset until first read (``_Dir.__getattr__`` thaws them), except where hard links are, which are
 thawed together so one node gets all its names. :meth:`TempFileSystem.restore` (a rewind) walks
@@ -61,7 +64,7 @@ import builtins
 import errno
 import itertools
 import os
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from operator import itemgetter
 from typing import ClassVar
 
@@ -82,6 +85,8 @@ from ._errors import (
     PathError,
 )
 from ._frozen import (
+    Difference,
+    FreezeLog,
     FrozenDir,
     FrozenFile,
     FrozenNode,
@@ -419,9 +424,11 @@ def _accessed(node: _Node) -> None:
         node.info = None
 
 
-def _freeze(node: _Node) -> FrozenNode:
+def _freeze(node: _Node, found: list[Difference] | None = None, path: str = ROOT) -> FrozenNode:
     """The frozen node of ``node`` now: the one it keeps when unchanged, else built from the
-    frozen nodes of its children (see vfs._frozen)."""
+    frozen nodes of its children (see vfs._frozen). ``found`` (a directory that was frozen
+    before, at ``path``): where to note every difference from the frozen node it was, as
+    :func:`vfs._frozen.differences` would answer them, without walking unchanged names."""
     frozen = node.frozen
     if frozen is not None:
         return frozen
@@ -434,13 +441,30 @@ def _freeze(node: _Node) -> FrozenNode:
             children = {name: child.frozen or _freeze(child) for name, child in live.items()}
             linked = any(child.linked for child in children.values())
         else:  # only the names that changed (see _Dir.was)
-            children = dict(was.children)
+            before = was.children
+            children = dict(before)
             for name in node.dirty:
                 child = live.get(name)
+                then = before.get(name)
+                now: FrozenNode | None
                 if child is None:
                     children.pop(name, None)
+                    now = None
+                elif child.frozen is not None:
+                    now = children[name] = child.frozen
+                elif found is not None and then is not None and _was(child) is then:
+                    # the same directory, changed: it notes its own differences
+                    child_path = join_path(path, name)
+                    now = children[name] = _freeze(child, found, child_path)
+                    found.append((child_path, then, now))
+                    continue
                 else:
-                    children[name] = child.frozen or _freeze(child)
+                    now = children[name] = _freeze(child)
+                if found is not None and then is not now:
+                    if isinstance(then, FrozenDir) or isinstance(now, FrozenDir):
+                        found.extend(differences(then, now, join_path(path, name)))
+                    else:  # what differences() answers for two entries that are not directories
+                        found.append((join_path(path, name), then, now))
             if was.linked:
                 linked = any(child.linked for child in children.values())
             else:
@@ -461,6 +485,10 @@ def _freeze(node: _Node) -> FrozenNode:
         frozen = FrozenSymlink(*times, node.serial, node.others is not None, node.target)
     node.frozen = frozen
     return frozen
+
+
+def _was(node: _Node) -> FrozenDir | None:
+    return node.was if isinstance(node, _Dir) else None
 
 
 def _thawed(frozen: FrozenNode, usage: Usage | None, memo: dict[int, _Node]) -> _Node:
@@ -580,6 +608,7 @@ class TempFileSystem:
         self._observers = Observers()
         self._grep_files_read = 0  # files grep has looked into (tests prove early stop with it)
         self._history: History[FrozenDir] = History()
+        self._log = FreezeLog()  # what changed since the state the tree grew from
         self._rewind_hooks = RewindHooks()
         for path, contents in (files or {}).items():
             self._write(normalize_path(path), encode_contents(contents))
@@ -1170,9 +1199,34 @@ class TempFileSystem:
 
     def frozen_root(self) -> FrozenDir:
         """The tree's state now, frozen: O(changed since the last time it was asked)."""
-        root = _freeze(self._root)
-        assert isinstance(root, FrozenDir)
-        return root
+        root = self._root
+        if root.frozen is not None:
+            assert isinstance(root.frozen, FrozenDir)
+            return root.frozen
+        was = root.was
+        if was is None:  # never frozen
+            state = _freeze(root)
+            assert isinstance(state, FrozenDir)
+            self._log.restart(state)
+            return state
+        found: list[Difference] = []
+        state = _freeze(root, found)
+        assert isinstance(state, FrozenDir)
+        found.append((ROOT, was, state))
+        self._log.extend(was, state, found)
+        return state
+
+    def state_differences(self, old: FrozenDir | None, new: FrozenDir) -> Iterable[Difference]:
+        """:func:`vfs._frozen.differences` of two of this tree's states: from the log of what
+        changed when it covers them (the state it grew from and now), else by walking them."""
+        known = self._log.between(old, new)
+        return differences(old, new) if known is None else known
+
+    def count_from(self, state: FrozenDir) -> None:
+        """``state`` (the tree's state now) is the one it grows from: the next comparison with
+        it costs what changes from here on (see :class:`vfs._frozen.FreezeLog`)."""
+        if state is self._log.end:
+            self._log.restart(state)
 
     def state_tree(self, state: FrozenDir) -> TempFileSystem:
         """A new tree (this one's owner and limits) holding ``state``, in O(1): its nodes are
@@ -1185,12 +1239,21 @@ class TempFileSystem:
         root = _thawed(state, tree._usage, {})
         assert isinstance(root, _Dir)
         tree._root = root
+        tree._log.restart(state)
         return tree
 
     async def checkpoint(self, label: str | None = None, *, turn: int | None = None) -> Checkpoint:
         state = self.frozen_root()
-        return self._history.add(
-            state, summary_of(self._history.base(), state), label=label, turn=turn
+        record = self._history.add(state, self._summary(state), label=label, turn=turn)
+        self.count_from(state)
+        return record
+
+    def _summary(self, state: FrozenDir) -> Summary:
+        """What changed from the state the tree grew from to ``state``, counted."""
+        return tally(
+            (frozen_kind(then), frozen_kind(now), frozen_size(now))
+            for path, then, now in self.state_differences(self._history.base(), state)
+            if path != ROOT
         )
 
     async def checkpoints(self) -> builtins.list[Checkpoint]:
@@ -1201,12 +1264,12 @@ class TempFileSystem:
 
     async def checkpoint_changes(self, a: int, b: int | None = None) -> builtins.list[TreeChange]:
         old, new, new_tree = self._states(a, b)
-        paths = [path for path, _, _ in differences(old, new)]
+        paths = [path for path, _, _ in self.state_differences(old, new)]
         return await changes_between(self.state_tree(old), new_tree, paths)
 
     async def checkpoint_diff(self, a: int, b: int | None = None) -> str:
         old, new, new_tree = self._states(a, b)
-        paths = [path for path, _, _ in differences(old, new)]
+        paths = [path for path, _, _ in self.state_differences(old, new)]
         old_tree = self.state_tree(old)
         return await render_between(
             old_tree, new_tree, await changes_between(old_tree, new_tree, paths)
@@ -1239,11 +1302,13 @@ class TempFileSystem:
         state = self.frozen_root()
         if self._history.holding(lambda kept: kept is state) is None:
             label = BEFORE_REWIND.format(number=number)
-            self._history.add(state, summary_of(self._history.base(), state), label=label)
+            self._history.add(state, self._summary(state), label=label)
+            self.count_from(state)
 
     async def rewind_replaces(self, number: int) -> builtins.list[str]:
         target = self._history.state(number)
-        return [path for path, _, _ in differences(self.frozen_root(), target) if path != ROOT]
+        now = self.frozen_root()
+        return [path for path, _, _ in self.state_differences(target, now) if path != ROOT]
 
     async def fork(self, number: int) -> TempFileSystem:
         state = self._history.state(number)
@@ -1262,6 +1327,7 @@ class TempFileSystem:
         entries: builtins.list[str] = []
         metadata: builtins.list[str] = []
         self._restore_dir(self._root, ROOT, current, target, memo, entries, metadata)
+        self._log.restart(target)
         return entries, metadata
 
     def _restore_dir(
@@ -1320,15 +1386,6 @@ class TempFileSystem:
 
     def watch(self, callback: ChangeCallback) -> Callable[[], None]:
         return self._observers.subscribe(callback)
-
-
-def summary_of(old: FrozenDir | None, new: FrozenDir) -> Summary:
-    """What changed from ``old`` (``None``: nothing) to ``new``, counted (vfs._checkpoints)."""
-    return tally(
-        (frozen_kind(then), frozen_kind(now), frozen_size(now))
-        for path, then, now in differences(old, new)
-        if path != ROOT
-    )
 
 
 class TempOpenFile:
