@@ -92,10 +92,13 @@ from vfs.lowlevel import (
     add_prefix,
     is_strictly_under,
     parent_path,
+    read_file_bytes,
     unsafe_paths,
     without_set_id,
     writer_view,
 )
+
+from ._git_index import index_refusal
 
 ANY_ENTRY: frozenset[Kind] = frozenset({"file", "directory", "symlink"})
 ANY_CHANGE = frozenset({"added", "modified", "deleted", "mode_changed"})
@@ -336,14 +339,10 @@ def git_reason(path: str, entry: Kind, change: str, bare: str | None = None) -> 
     that git takes for a repository though it is not named ``.git`` (see
     :func:`bare_repository`)."""
     names = path.split("/")[1:] if path != ROOT else []
-    found = [i for i, name in enumerate(names) if name.lower() == ".git"]
-    if len(found) > 1:
+    if sum(name.lower() == ".git" for name in names) > 1:
         return NESTED_GIT
-    if found:
-        relative = "/".join(names[found[0] + 1 :])
-    elif bare is not None and is_strictly_under(path, bare):
-        relative = path[len(bare.rstrip("/")) + 1 :]
-    else:
+    relative = in_git_directory(path, bare)
+    if relative is None:
         return None
     for rule in GIT_RULES:
         if rule.matches(relative, entry, change):
@@ -351,6 +350,18 @@ def git_reason(path: str, entry: Kind, change: str, bare: str | None = None) -> 
                 return NOT_GIT_S_OWN
             return None if rule.applies else rule.reason
     return NOT_GIT_S_OWN
+
+
+def in_git_directory(path: str, bare: str | None = None) -> str | None:
+    """``path`` relative to the git directory it lies in (``""``: the directory itself), or
+    ``None`` outside every git directory (``bare``: as for :func:`git_reason`)."""
+    names = path.split("/")[1:] if path != ROOT else []
+    for i, name in enumerate(names):
+        if name.lower() == ".git":
+            return "/".join(names[i + 1 :])
+    if bare is not None and is_strictly_under(path, bare):
+        return path[len(bare.rstrip("/")) + 1 :]
+    return None
 
 
 def _well_named(relative: str, entry: Kind) -> bool:
@@ -403,13 +414,10 @@ async def refusals(
         refused.update(more)
 
 
-_HEAD_TEXT = re.compile(rb"ref: refs/\S+\n?|[0-9a-f]{40}\n?|[0-9a-f]{64}\n?")
-
-
 async def bare_repository(cow: CowFileSystem, path: str, seen: dict[str, bool]) -> str | None:
     """The nearest directory above ``path`` (the root too) that git would take for a repository
-    of its own though it is not named ``.git``, as git's discovery does: a valid ``HEAD`` file,
-    ``objects/`` and ``refs/`` directories, in the layer as apply would leave it. A ``config``
+    of its own though it is not named ``.git``, judged more widely than git's discovery (see
+    :func:`_looks_like_repository`), in the layer as apply would leave it. A ``config``
     there is read (``core.fsmonitor``, aliases, ...) by any git command run inside it, and its
     ``hooks/`` run: its contents are judged by :data:`GIT_RULES` like a ``.git``'s."""
     probe = path
@@ -424,17 +432,21 @@ async def bare_repository(cow: CowFileSystem, path: str, seen: dict[str, bool]) 
 
 
 async def _looks_like_repository(cow: CowFileSystem, directory: str) -> bool:
+    """Whether git might take ``directory`` for a repository: a ``HEAD`` that is not a
+    directory, with ``commondir`` (git then looks for the rest there) or with ``objects`` and
+    ``refs`` of any kind. Git asks more (a ``HEAD`` it can parse, in one of several spellings
+    or as a symlink; ``objects`` and ``refs`` it can search, which a symlink or an executable
+    file passes), and a narrower copy of its rules is how a planted ``config`` gets through:
+    this errs the other way, refusing the odd directory that holds a file named ``HEAD``."""
     base = directory.rstrip("/")
-    head = await cow.lstat(base + "/HEAD")
-    if head.kind != "file" or head.size > 100:
+    if (await cow.lstat(base + "/HEAD")).kind in ("missing", "directory"):
         return False
-    if (await cow.lstat(base + "/objects")).kind != "directory":
-        return False
-    if (await cow.lstat(base + "/refs")).kind != "directory":
-        return False
-    data = await cow.read(base + "/HEAD")
-    text = data.encode() if isinstance(data, str) else data
-    return _HEAD_TEXT.fullmatch(text) is not None
+    if (await cow.lstat(base + "/commondir")).exists:
+        return True
+    for name in ("objects", "refs"):
+        if not (await cow.lstat(f"{base}/{name}")).exists:
+            return False
+    return True
 
 
 async def _own_reason(
@@ -453,6 +465,10 @@ async def _own_reason(
     for path, kind in judged:
         bare = None if git_segments(path) else await bare_repository(cow, path, seen)
         reason = git_reason(path, change.entry, kind, bare)
+        if reason is None and change.entry == "file" and kind in ("added", "modified"):
+            relative = in_git_directory(path, bare)
+            if relative is not None and relative.lower() == "index":
+                reason = await index_refusal(await read_file_bytes(cow, path))
         if reason is not None:
             return reason if bare is None else f"{reason} ({bare} is a git directory)"
     if (

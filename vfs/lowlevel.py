@@ -23,6 +23,7 @@ from ._capabilities import (
     unlink_keeping,
 )
 from ._cow_changes import SET_ID_BITS, unsafe_paths, without_set_id, writer_view
+from ._cow_changes import read_bytes as read_file_bytes
 from ._cow_changes import select as select_changes
 from ._cow_meta import CowRefusedError
 from ._dir import DirFileSystem
@@ -134,6 +135,7 @@ __all__ = [
     "page_space",
     "parent_path",
     "parse_mountinfo",
+    "read_file_bytes",
     "read_mountinfo",
     "release_mountpoint",
     "resized",

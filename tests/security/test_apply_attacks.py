@@ -527,3 +527,159 @@ def test_apply_never_crosses_a_mount_point_in_the_host_tree(tmp_path: Path) -> N
     finally:
         subprocess.run(["umount", str(tree / "m")], check=True)
     assert json.dumps(sorted(p.name for p in tree.iterdir())) == '["a.txt", "m"]'
+
+
+# --- 7: git's own files whose contents send git elsewhere ------------------------------------
+
+# Writes a version-2 git index naming any paths (git validates a path when it adds one, not
+# when it reads its own index back): ``python3 -c INDEX_WRITER FILE PATH=BLOB[:MODE]...``.
+INDEX_WRITER = """
+import hashlib, struct, sys
+entries = sorted(
+    (path.encode(), bytes.fromhex(rest.partition(":")[0]), int(rest.partition(":")[2] or "100644", 8))
+    for path, _, rest in (arg.partition("=") for arg in sys.argv[2:])
+)
+body = b"DIRC" + struct.pack(">II", 2, len(entries))
+for path, blob, mode in entries:
+    entry = struct.pack(">10I", 0, 0, 0, 0, 0, 0, mode, 0, 0, 0) + blob
+    entry += struct.pack(">H", min(len(path), 0xFFF)) + path
+    body += entry + b"\\0" * (8 - len(entry) % 8)
+open(sys.argv[1], "wb").write(body + hashlib.sha1(body).digest())
+"""
+
+
+def crafted_index(marker: Path) -> str:
+    """Shell that stages a hook and a file outside the work tree in the repository's index."""
+    return (
+        f"{hook(marker)} /tmp/payload && H=$(git hash-object -w /tmp/payload) && "
+        "R=$(git rev-parse HEAD:README.md) && G=$(git rev-parse HEAD:docs/guide.md) && "
+        "S=$(git rev-parse HEAD:run.sh) && "
+        f"python3 -c '{INDEX_WRITER}' .git/index README.md=$R docs/guide.md=$G run.sh=$S:100755 "
+        '".git/hooks/pre-commit=$H:100755" "../escaped=$H"'
+    )
+
+
+def test_an_index_naming_paths_outside_the_work_tree_is_refused(
+    repo: Path, marker: Path, tmp_path: Path
+) -> None:
+    script = crafted_index(marker)
+    copy = potent(repo, tmp_path, script)
+    assert host_git(copy, "restore", ".").returncode == 0  # "discard the changes"
+    assert (tmp_path / "escaped").exists()  # the attack is real: written outside the copy
+    assert host_git(copy, "commit", "-q", "--allow-empty", "-m", "x").returncode == 0
+    assert marker.exists()  # and the staged hook ran
+    marker.unlink()
+    (tmp_path / "escaped").unlink()
+
+    index = (repo / ".git" / "index").read_bytes()
+    done = mountd_run("--apply", "--", "sh", "-c", "set -e; " + script, cwd=repo)
+    assert done.returncode == 0, done.stderr
+    assert (
+        "  M /.git/index (refused: the index names '../escaped', which leaves the work tree)"
+        in summary_lines(done.stderr)
+    )
+    assert (repo / ".git" / "index").read_bytes() == index
+    assert host_git(repo, "restore", ".").returncode == 0
+    assert host_git(repo, "commit", "-q", "--allow-empty", "-m", "host").returncode == 0
+    assert not (tmp_path / "escaped").exists()
+    assert not marker.exists()
+    assert not (repo / ".git" / "hooks").exists()
+
+
+@pytest.mark.parametrize(
+    ("entry", "why"),
+    [
+        (".git/hooks/pre-commit", "inside a git directory"),
+        (".GIT/hooks/pre-commit", "inside a git directory"),
+        (".git. /config", "inside a git directory"),
+        ("git~1/config", "inside a git directory"),
+        (".g\u200cit/config", "inside a git directory"),
+        ("a/../../x", "which leaves the work tree"),
+        ("a\\..\\x", "a backslash is a directory separator on Windows"),
+    ],
+)
+def test_index_paths_git_would_refuse_to_add_are_refused(entry: str, why: str) -> None:
+    from mountd._git_index import unsafe_entry
+
+    reason = unsafe_entry(entry, "100644")
+    assert reason is not None and reason.endswith(why), reason
+    assert unsafe_entry(".gitmodules", "120000") == (
+        "the index makes '.gitmodules' a symlink, which git refuses to follow"
+    )
+    assert unsafe_entry("src/.gitignore", "100644") is None
+    assert unsafe_entry("docs/git/config", "100644") is None
+
+
+def test_an_index_git_cannot_read_is_refused(repo: Path) -> None:
+    index = (repo / ".git" / "index").read_bytes()
+    done = mountd_run(
+        "--apply", "--", "sh", "-c", "printf 'DIRC\\0\\0\\0\\2garbage' > .git/index", cwd=repo
+    )
+    assert done.returncode == 0, done.stderr
+    assert any(
+        line.startswith("  M /.git/index (refused: git cannot read this index: ")
+        for line in summary_lines(done.stderr)
+    ), done.stderr
+    assert (repo / ".git" / "index").read_bytes() == index
+
+
+def test_an_index_the_agent_made_with_git_add_is_applied(repo: Path) -> None:
+    done = mountd_run(
+        "--apply", "--", "sh", "-c", "set -e; echo more >> README.md; git add README.md", cwd=repo
+    )
+    assert done.returncode == 0, done.stderr
+    assert "(refused" not in done.stderr
+    assert host_git(repo, "diff", "--cached", "--name-only").stdout == "README.md\n"
+
+
+# A directory git takes for a repository though it is not named .git: git's own test is wider
+# than "a HEAD file reading 'ref: refs/...', and objects/ and refs/ directories".
+FSMONITOR_CONFIG = (
+    "printf '[core]\\n\\trepositoryformatversion = 0\\n\\tbare = false\\n\\tworktree = .\\n"
+    '\\tfsmonitor = "touch {marker}; false"\\n\' > docs/config'
+)
+
+
+@pytest.mark.parametrize(
+    "layout",
+    [
+        "mkdir docs/objects docs/refs && printf 'ref:refs/heads/main\\n' > docs/HEAD",
+        "mkdir -p docs/objects docs/refs/heads && ln -s refs/heads/main docs/HEAD",
+        "mkdir docs/objects docs/refs && printf '%s trailing\\n' $(git rev-parse HEAD) > docs/HEAD",
+        "mkdir docs/objects && printf '#!/bin/sh\\n' > docs/refs && chmod +x docs/refs && "
+        "printf 'ref: refs/heads/main\\n' > docs/HEAD",
+        "mkdir docs/refs && ln -s /usr docs/objects && printf 'ref: refs/heads/main\\n' > docs/HEAD",
+        "mkdir -p docs/c/objects docs/c/refs && printf 'ref: refs/heads/main\\n' > docs/HEAD && "
+        "echo c > docs/commondir && sed 's/version = 0/version = 1/' docs/config > docs/c/config "
+        "&& printf '[extensions]\\n\\tworktreeConfig = true\\n' >> docs/c/config && "
+        "printf '[core]\\n\\tworktree = ..\\n' > docs/config.worktree",
+    ],
+    ids=[
+        "head-without-space",
+        "head-symlink",
+        "head-trailing",
+        "refs-file",
+        "objects-link",
+        "commondir",
+    ],
+)
+def test_a_directory_git_takes_for_a_repository_keeps_its_config_out(
+    repo: Path, marker: Path, tmp_path: Path, layout: str
+) -> None:
+    script = FSMONITOR_CONFIG.format(marker=marker) + " && " + layout
+    copy = potent(repo, tmp_path, script)
+    subprocess.run(["git", "status"], cwd=copy / "docs", env=git_env(), capture_output=True)
+    assert marker.exists()  # the attack is real: any git command in docs/ runs the monitor
+    marker.unlink()
+
+    done = mountd_run("--apply", "--", "sh", "-c", "set -e; " + script, cwd=repo)
+    assert done.returncode == 0, done.stderr
+    lines = summary_lines(done.stderr)
+    assert any(
+        line.startswith("  A /docs/config (refused: git's config names commands git runs")
+        for line in lines
+    ), done.stderr
+    assert not (repo / "docs" / "config").exists()
+    assert not (repo / "docs" / "c" / "config").exists()
+    subprocess.run(["git", "status"], cwd=repo / "docs", env=git_env(), capture_output=True)
+    assert not marker.exists()
