@@ -133,6 +133,7 @@ from vfs.turns import Turn, TurnRoot
 
 from . import _registry as registry
 from ._apply_rules import Refusal
+from ._git_review import git_state_lines
 from ._options import MountOptions
 from ._review import (
     CowAt,
@@ -484,14 +485,23 @@ class Controller:
     async def _cow_changes(self, cows: list[CowAt], paths: list[str] | None) -> dict[str, Any]:
         policy = await served_policy(self.fs)
         listed: list[dict[str, Any]] = []
+        git_state: list[str] = []
         for found in cows:
             chosen = _within(paths, found.prefix)
             if chosen == []:
                 continue
             changes, refused = await judged(found, policy)
-            for change in select_changes(changes, chosen):
+            selected = select_changes(changes, chosen)
+            for change in selected:
                 listed.append(await _describe_change(found, change, refused.get(change)))
-        return {"ok": True, "cows": [_describe_cow(c) for c in cows], "changes": listed}
+            applied = [change for change in selected if change not in refused]
+            git_state += await git_state_lines(found.shown, applied)
+        return {
+            "ok": True,
+            "cows": [_describe_cow(c) for c in cows],
+            "changes": listed,
+            "git_state": git_state,
+        }
 
     async def _cow_diff(self, cows: list[CowAt], paths: list[str] | None) -> dict[str, Any]:
         policy = await served_policy(self.fs)

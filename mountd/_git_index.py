@@ -70,6 +70,20 @@ def _scratch_repository(scratch: str, index_data: bytes) -> tuple[str, str]:
 
 async def index_refusal(data: bytes) -> str | None:
     """Why the index ``data`` must not be applied (see the module docstring), or ``None``."""
+    entries = await index_entries(data)
+    if isinstance(entries, str):
+        return entries
+    for path, (mode, _) in entries.items():
+        reason = unsafe_entry(path, mode)
+        if reason is not None:
+            return reason
+    return None
+
+
+async def index_entries(data: bytes) -> dict[str, tuple[str, str]] | str:
+    """``path -> (mode, object id)`` of every stage-0 entry of the index ``data`` (a conflict's
+    stages as ``path`` with the highest stage), read by git in a scratch repository with no
+    configuration; or why git cannot read it."""
     with tempfile.TemporaryDirectory(prefix="agentroot-index-") as scratch:
         git_dir, index = _scratch_repository(scratch, data)
         # Nothing of the host's git set-up: no GIT_* variable, no system or global config.
@@ -91,12 +105,11 @@ async def index_refusal(data: bytes) -> str | None:
     if done.returncode != 0:
         detail = done.stderr.decode("utf-8", "replace").strip().splitlines()
         return f"{UNREADABLE}: {detail[-1]}" if detail else UNREADABLE
+    entries: dict[str, tuple[str, str]] = {}
     for record in done.stdout.split(b"\0"):
         if not record:
             continue
         meta, _, raw = record.partition(b"\t")
-        mode = meta.split(b" ", 1)[0].decode("ascii", "replace")
-        reason = unsafe_entry(raw.decode("utf-8", "surrogateescape"), mode)
-        if reason is not None:
-            return reason
-    return None
+        mode, object_id, _stage = meta.decode("ascii", "replace").split(" ", 2)
+        entries[raw.decode("utf-8", "surrogateescape")] = (mode, object_id)
+    return entries

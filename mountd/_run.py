@@ -73,7 +73,7 @@ from vfs import (
     policy_fs,
     repository_policy,
 )
-from vfs.lowlevel import ROOT, add_prefix
+from vfs.lowlevel import ROOT, add_prefix, quoted
 
 from . import MountOptions, mounted
 from . import _registry as registry
@@ -89,6 +89,7 @@ from ._bwrap import (
 )
 from ._collector import tune_for_serving
 from ._environ import EnvError, caller_home, pending_git_config, sandbox_environment
+from ._git_review import git_state_lines
 from ._identity import SandboxUser, owners_shown_as_another, sandbox_user
 from ._landlock import SCOPE_ABI
 from ._review import (
@@ -400,7 +401,8 @@ async def _report(
         )
     for found in cows:
         changes, refused = await judged(found, policy)
-        _say(_summary(found.prefix, changes, status, refused))
+        git_state = await git_state_lines(found.shown, (c for c in changes if c not in refused))
+        _say(_summary(found.prefix, changes, status, refused, git_state))
         if request.diff:
             outside = outside_git(changes, refused)
             if outside:
@@ -447,9 +449,11 @@ def _summary(
     changes: list[TreeChange],
     status: int,
     refused: dict[TreeChange, str] | None = None,
+    git_state: list[str] | None = None,
 ) -> str:
     """The change summary of the layer at ``prefix``: one line a change outside ``/.git`` and
-    one a change apply refuses (with why), then git's own files that apply takes, counted."""
+    one a change apply refuses (with why), then git's own files that apply takes, counted, with
+    what they do to refs and the index (``git_state``, :func:`mountd._git_review.git_state_lines`)."""
     refused = refused or {}
     shown = [c for c in changes if not in_git(c) or c in refused]
     git = len(changes) - len(shown)
@@ -457,11 +461,11 @@ def _summary(
     count = f"{len(changes)} change{'s' if len(changes) != 1 else ''}"
     lines = [f"the command exited with status {status}; {count} in the copy-on-write tree{where}"]
     for change in shown:
-        path = add_prefix(change.path, prefix)
+        path = quoted(add_prefix(change.path, prefix))
         mark = "/" if change.entry == "directory" else ""
         line = f"  {CHANGE_LETTERS[change.kind]} {path}{mark}"
         if change.old_path is not None:
-            old = add_prefix(change.old_path, prefix)
+            old = quoted(add_prefix(change.old_path, prefix))
             line += f" (from {old}{mark})"
         if change in refused:
             line += f" (refused: {refused[change]})"
@@ -471,6 +475,7 @@ def _summary(
             f"  {add_prefix(GIT_DIR, prefix)}: "
             f"{git} change{'s' if git != 1 else ''} (git's own files)"
         )
+        lines += [f"    {line}" for line in git_state or ()]
     return "\n".join(lines)
 
 

@@ -36,7 +36,7 @@ from typing import Any, NoReturn
 
 import vfs
 from vfs import AuditLog, audited_fs, is_under, normalize_path
-from vfs.lowlevel import add_prefix, strip_prefix
+from vfs.lowlevel import add_prefix, quoted, strip_prefix
 
 if sys.version_info < (3, 11):  # pragma: no cover - trio brings the backport on 3.10
     from exceptiongroup import BaseExceptionGroup
@@ -1116,6 +1116,7 @@ def _print_review(
     if action == "changes":
         gits = [add_prefix(GIT_DIR, cow["prefix"]) for cow in reply.get("cows", [])]
         lines = _change_lines(reply["changes"], every=every, gits=gits)
+        lines += ["  " + line for line in reply.get("git_state", [])]
         print("\n".join(lines) if lines else "mountd: nothing changed")
         return
     applied = reply["applied"]
@@ -1162,9 +1163,9 @@ def _change_lines(
             git += 1
             continue
         mark = "/" if change["entry"] == "directory" else ""
-        line = f"{CHANGE_LETTERS[change['kind']]} {change['path']}{mark}"
+        line = f"{CHANGE_LETTERS[change['kind']]} {quoted(change['path'])}{mark}"
         if change["from"] is not None:
-            line += f" (from {change['from']}{mark})"
+            line += f" (from {quoted(change['from'])}{mark})"
         mode = change.get("mode")
         if mode:
             line += f" (mode {mode['old']} -> {mode['new']})"

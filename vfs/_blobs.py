@@ -26,43 +26,16 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
 from ._cow_changes import read_bytes
+from ._reading import copy_sparse, data_chunks
 from ._types import OpenFile, PosixFileSystem
 
 SMALL = 1 << 20  # a file this large or larger is streamed into a loose blob
-CHUNK = 1 << 20
-_ZEROS = bytes(CHUNK)
 
 Tail = list[Any]  # what a file's manifest entry says of its bytes (see the module docstring)
-
-
-def _zeros(chunk: bytes) -> bool:
-    return chunk == (_ZEROS if len(chunk) == CHUNK else bytes(len(chunk)))
-
-
-async def data_chunks(file: OpenFile, size: int) -> AsyncIterator[tuple[int, bytes]]:
-    """``(offset, bytes)`` of what ``file`` holds within ``size`` bytes, holes and zeros left out."""
-    extents = getattr(file, "data_extents", None)
-    spans = [(0, size)] if extents is None else extents(size)
-    for start, end in spans:
-        offset = start
-        while offset < end:
-            chunk = await file.read(offset, min(CHUNK, end - offset))
-            if not chunk:
-                return  # the file shrank under us
-            if not _zeros(chunk):
-                yield offset, chunk
-            offset += len(chunk)
-
-
-async def copy_sparse(source: OpenFile, target: OpenFile, size: int) -> None:
-    """Make ``target`` hold the first ``size`` bytes of ``source``, its holes kept."""
-    async for offset, chunk in data_chunks(source, size):
-        await target.write(offset, chunk)
-    await target.truncate(size)
 
 
 def store_files(tail: Tail) -> tuple[str, str] | None:

@@ -62,19 +62,25 @@ import stat
 from collections.abc import Callable, Collection, Iterable
 from typing import TYPE_CHECKING
 
+from ._capabilities import open_file_info
 from ._content import looks_binary
 from ._cow_meta import RESERVED, CowConflictError, CowRefusedError, Stamp, TreeChange
 from ._dir import DirFileSystem
-from ._errors import PathError, UnsafePathError
-from ._paths import ROOT, is_under, join_path, normalize_path, parent_path, split_path
+from ._errors import UnsafePathError
+from ._paths import ROOT, is_under, join_path, normalize_path, parent_path, quoted, split_path
 from ._policy import PolicyFileSystem
 from ._posix_view import posix_view
-from ._types import FileInfo, FileSystem, Kind, PosixFileSystem
+from ._reading import copy_sparse, read_chunks
+from ._types import FileInfo, FileSystem, Kind, OpenFile, PosixFileSystem
 
 if TYPE_CHECKING:
     from ._cow import CowFileSystem
 
 _CHUNK = 1 << 20
+DIFF_BYTES = 8 << 20
+"""A file larger than this is not read whole for a review: a diff says it differs, as of a
+binary file, and an apply does not hash it afterwards (a sparse file of gigabytes costs nothing
+to make in the tree, and must cost little to review)."""
 
 CHANGED_IN_LOWER = "changed in the lower tree since it was copied up"
 DIFFERS_IN_TARGET = "differs in the target tree from the lower tree"
@@ -193,7 +199,39 @@ async def same_content(
         return await a.readlink(a_path) == await b.readlink(b_path)
     if info.size != (await b.lstat(b_path)).size:
         return False
-    return await read_bytes(a, a_path) == await read_bytes(b, b_path)
+    first = await a.open(a_path)
+    try:
+        second = await b.open(b_path)
+        try:
+            return await _same_bytes(first, second, info.size)
+        finally:
+            await second.close()
+    finally:
+        await first.close()
+
+
+async def _same_bytes(first: OpenFile, second: OpenFile, size: int) -> bool:
+    """Whether two open files of ``size`` bytes hold the same bytes, compared a piece at a time
+    (a file may be far larger than memory: a sparse one), only where they hold data when both
+    say where that is and say the same (holes read as zeros in both)."""
+    spans = [(0, size)]
+    first_extents = getattr(first, "data_extents", None)
+    second_extents = getattr(second, "data_extents", None)
+    if first_extents is not None and second_extents is not None:
+        known = first_extents(size)
+        if known == second_extents(size):
+            spans = known
+    for start, end in spans:
+        offset = start
+        while offset < end:
+            want = min(_CHUNK, end - offset)
+            chunk = await first.read(offset, want)
+            if chunk != await second.read(offset, want):
+                return False
+            if not chunk:
+                return offset >= size
+            offset += len(chunk)
+    return True
 
 
 async def read_bytes(tree: PosixFileSystem, path: str) -> bytes:
@@ -214,10 +252,18 @@ async def read_bytes(tree: PosixFileSystem, path: str) -> bytes:
 
 async def _digest(tree: PosixFileSystem, path: str, kind: Kind) -> str:
     if kind == "symlink":
-        data = (await tree.readlink(path)).encode("utf-8", "surrogateescape")
-    else:
-        data = await read_bytes(tree, path)
-    return hashlib.sha256(data).hexdigest()
+        return hashlib.sha256(
+            (await tree.readlink(path)).encode("utf-8", "surrogateescape")
+        ).hexdigest()
+    digest = hashlib.sha256()
+    file = await tree.open(path)
+    try:
+        async with contextlib.aclosing(read_chunks(file, _CHUNK)) as chunks:
+            async for chunk in chunks:
+                digest.update(chunk)
+    finally:
+        await file.close()
+    return digest.hexdigest()
 
 
 # --------------------------------------------------------------------------------------------
@@ -238,23 +284,31 @@ async def render_between(
         old_path = change.old_path or change.path
         old: tuple[str, int | None, bytes] | None = None
         new: tuple[str, int | None, bytes] | None = None
+        same = change.kind == "mode_changed"  # the bytes are the same: not read
         if change.kind != "added":
             info = await lower.lstat(old_path)
             if info.kind in ("file", "symlink"):
-                old = (info.kind, info.mode, await _payload(lower, old_path, info.kind))
+                old = (info.kind, info.mode, await _payload(lower, old_path, info, same))
         if change.kind != "deleted":
             info = await upper.lstat(change.path)
             if info.kind in ("file", "symlink"):
-                new = (info.kind, info.mode, await _payload(upper, change.path, info.kind))
+                new = (info.kind, info.mode, await _payload(upper, change.path, info, same))
         if old is None and new is None:
             continue  # a directory
         parts.append(file_diff(old_path if old else change.path, change.path, old, new))
     return "".join(parts)
 
 
-async def _payload(tree: PosixFileSystem, path: str, kind: str) -> bytes:
-    if kind == "symlink":
+async def _payload(tree: PosixFileSystem, path: str, info: FileInfo, same: bool) -> bytes:
+    """What the diff shows of the entry at ``path``: a link's target, a file's bytes; ``b""``
+    when ``same`` (only the mode changed), and a placeholder no text file holds (so the diff
+    says the file differs, as a binary one) past :data:`DIFF_BYTES`, never read."""
+    if info.kind == "symlink":
         return (await tree.readlink(path)).encode("utf-8", "surrogateescape")
+    if same:
+        return b""
+    if info.size > DIFF_BYTES:
+        return b"\0" + str(info.size).encode() + b" bytes, not shown"
     return await read_bytes(tree, path)
 
 
@@ -271,8 +325,8 @@ def file_diff(
     new: tuple[str, int | None, bytes] | None,
 ) -> str:
     """The git-style diff of one path: ``old``/``new`` are ``(kind, mode, bytes)`` or absent."""
-    a = "a" + old_path
-    b = "b" + new_path
+    a = quoted("a" + old_path)
+    b = quoted("b" + new_path)
     lines = [f"diff --git {a} {b}\n"]
     if old is None and new is not None:
         lines.append(f"new file mode {git_mode(new[0], new[1])}\n")
@@ -282,7 +336,7 @@ def file_diff(
         if git_mode(*old[:2]) != git_mode(*new[:2]):
             lines.append(f"old mode {git_mode(*old[:2])}\nnew mode {git_mode(*new[:2])}\n")
         if old_path != new_path:
-            lines.append(f"rename from {old_path[1:]}\nrename to {new_path[1:]}\n")
+            lines.append(f"rename from {quoted(old_path[1:])}\nrename to {quoted(new_path[1:])}\n")
     old_bytes = b"" if old is None else old[2]
     new_bytes = b"" if new is None else new[2]
     if old is not None and new is not None and old_bytes == new_bytes:
@@ -547,7 +601,7 @@ async def _write_back(cow: CowFileSystem, changes: list[TreeChange], dest: Posix
             await dest.symlink(change.path, await upper.readlink(change.path), uid=uid, gid=gid)
         else:
             await _make_dirs(dest, parent_path(change.path), None)
-            await _replace_file(dest, change.path, await read_bytes(upper, change.path), info.mode)
+            await _replace_file(dest, change.path, upper, info.mode)
         await _same_mode(dest, upper, change.path, info)
     for change in changes:
         if change.kind == "mode_changed":
@@ -570,9 +624,12 @@ async def _new_owner(dest: PosixFileSystem, path: str) -> tuple[int | None, int 
     return parent.uid, parent.gid
 
 
-async def _replace_file(dest: PosixFileSystem, path: str, data: bytes, mode: int | None) -> None:
-    """Write ``data`` as a new file beside ``path`` and rename it over ``path``: the old file
-    (and every other name it has) is never written. An old file's owner stays, as root."""
+async def _replace_file(
+    dest: PosixFileSystem, path: str, source: PosixFileSystem, mode: int | None
+) -> None:
+    """Copy the file at ``path`` in ``source`` to a new file beside ``path`` in ``dest`` and
+    rename it over ``path``: the old file (and every other name it has) is never written. An
+    old file's owner stays, as root. The copy streams, its holes kept (``copy_sparse``)."""
     old = await dest.lstat(path)
     if old.kind == "file" and os.geteuid() == 0:
         uid, gid = old.uid, old.gid
@@ -585,12 +642,12 @@ async def _replace_file(dest: PosixFileSystem, path: str, data: bytes, mode: int
     )
     try:
         try:
-            done = 0
-            while done < len(data):
-                written = await handle.write(done, data[done:])
-                if written <= 0:
-                    raise PathError(path, errno=errno.EIO)
-                done += written
+            reading = await source.open(path)
+            try:
+                info = await open_file_info(reading) or await source.lstat(path)
+                await copy_sparse(reading, handle, info.size)
+            finally:
+                await reading.close()
             await handle.fsync()
         finally:
             await handle.close()
@@ -612,7 +669,7 @@ async def _same_mode(
         return
     if now.kind == "file" and (now.nlink or 1) > 1:
         # A chmod would change every name of the file: give this name a copy of its own.
-        await _replace_file(dest, path, await read_bytes(upper, path), mode)
+        await _replace_file(dest, path, upper, mode)
     else:
         await dest.setattr(path, mode=mode)
 
@@ -634,7 +691,9 @@ async def _forget_applied(cow: CowFileSystem, changes: list[TreeChange]) -> None
         if not info.exists:
             meta.bases[path] = None
             continue
-        digest = None if info.kind == "directory" else await _digest(lower, path, info.kind)
+        # (a large file is not read again: its stamp's size and time tell later changes)
+        read = info.kind == "symlink" or (info.kind == "file" and info.size <= DIFF_BYTES)
+        digest = await _digest(lower, path, info.kind) if read else None
         meta.bases[path] = Stamp.of(info, digest)
         if (await upper.lstat(path)).exists:
             meta.copied(path, info)

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING
 import anyio.to_thread
 
 from . import _cow_durable
-from ._blobs import copy_sparse, store_files
+from ._blobs import store_files
 from ._capabilities import make_node
 from ._cow_changes import read_bytes
 from ._cow_checkpoints import view
@@ -48,6 +48,7 @@ from ._cow_meta import META_PATH, RESERVED
 from ._dir import DirFileSystem
 from ._disk import data_extents
 from ._paths import ROOT, is_under
+from ._reading import copy_sparse
 from ._types import Checkpoint, PosixFileSystem, Summary
 from ._walk import walk
 

@@ -41,6 +41,41 @@ def _escape(match: re.Match[str]) -> str:
     return f"\\x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"\\u{code:04x}"
 
 
+_C_ESCAPES = {
+    "\a": "\\a",
+    "\b": "\\b",
+    "\t": "\\t",
+    "\n": "\\n",
+    "\v": "\\v",
+    "\f": "\\f",
+    "\r": "\\r",
+}
+
+
+def quoted(path: str) -> str:
+    """``path`` as git shows a name in its output: as it is when every character prints
+    plainly, else in double quotes with C escapes (``\\n``, ``\\"``, ``\\\\``, and the
+    octal UTF-8 bytes of any other character that does not print, or of a host name's byte
+    that is not UTF-8), so a name can neither break a line nor move a terminal's cursor."""
+    if path.isprintable() and '"' not in path and "\\" not in path:
+        return path
+    out = []
+    for char in path:
+        if char in ('"', "\\"):
+            out.append("\\" + char)
+        elif char in _C_ESCAPES:
+            out.append(_C_ESCAPES[char])
+        elif char.isprintable():
+            out.append(char)
+        else:
+            try:
+                raw = char.encode("utf-8", "surrogateescape")
+            except UnicodeEncodeError:  # a lone surrogate that stands for no byte
+                raw = char.encode("utf-8", "surrogatepass")
+            out.append("".join(f"\\{byte:03o}" for byte in raw))
+    return '"' + "".join(out) + '"'
+
+
 def segment_size(segment: str, path: str) -> int:
     """How many bytes ``segment`` of ``path`` takes on disk; ``InvalidPathError`` for a lone
     surrogate that names no byte, or a segment longer than ``NAME_MAX`` bytes."""

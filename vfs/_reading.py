@@ -14,13 +14,17 @@ tree:
 
 A file used as a directory (``/a.txt/x``, ``ENOTDIR``) is ``FileNotFoundError``, as ``read``
 answers it: the path names nothing. :func:`read_chunks` streams the bytes of an open file, and
-:func:`read_at_most` reads a file whole up to a size, refusing beyond it.
+:func:`read_at_most` reads a file whole up to a size, refusing beyond it. :func:`data_chunks`
+streams only what a file holds (its data extents where the open file tells them, chunks of zeros
+left out) and :func:`copy_sparse` copies a file that way, so a sparse file's holes are never read
+into memory nor written as zeros.
 """
 
 from __future__ import annotations
 
 import builtins
 import contextlib
+import errno
 from collections.abc import AsyncGenerator, Awaitable, Callable
 
 from ._errors import FileNotFoundError, PathError
@@ -28,6 +32,9 @@ from ._types import FileSystem, OpenFile, PosixFileSystem
 
 CHUNK = 1 << 16
 """How many bytes one read asks for."""
+SPARSE_CHUNK = 1 << 20
+"""How many bytes one read of :func:`data_chunks` asks for."""
+_ZEROS = bytes(SPARSE_CHUNK)
 
 
 async def open_for_reading(fs: FileSystem, path: str) -> OpenFile:
@@ -78,3 +85,35 @@ async def read_at_most(fs: FileSystem, path: str, limit: int) -> bytes:
     finally:
         await file.close()
     return b"".join(pieces)
+
+
+def _zeros(chunk: bytes) -> bool:
+    return chunk == (_ZEROS if len(chunk) == SPARSE_CHUNK else bytes(len(chunk)))
+
+
+async def data_chunks(file: OpenFile, size: int) -> AsyncGenerator[tuple[int, bytes], None]:
+    """``(offset, bytes)`` of what ``file`` holds within ``size`` bytes, holes and zeros left out."""
+    extents = getattr(file, "data_extents", None)
+    spans = [(0, size)] if extents is None else extents(size)
+    for start, end in spans:
+        offset = start
+        while offset < end:
+            chunk = await file.read(offset, min(SPARSE_CHUNK, end - offset))
+            if not chunk:
+                return  # the file shrank under us
+            if not _zeros(chunk):
+                yield offset, chunk
+            offset += len(chunk)
+
+
+async def copy_sparse(source: OpenFile, target: OpenFile, size: int) -> None:
+    """Make ``target`` hold the first ``size`` bytes of ``source``, its holes kept."""
+    async with contextlib.aclosing(data_chunks(source, size)) as chunks:
+        async for offset, chunk in chunks:
+            done = 0
+            while done < len(chunk):
+                written = await target.write(offset + done, chunk[done:])
+                if written <= 0:
+                    raise OSError(errno.EIO, "a write stored nothing")
+                done += written
+    await target.truncate(size)

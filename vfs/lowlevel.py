@@ -42,6 +42,7 @@ from ._paths import (
     is_strictly_under,
     join_path,
     parent_path,
+    quoted,
     split_path,
     strip_prefix,
 )
@@ -135,6 +136,7 @@ __all__ = [
     "page_space",
     "parent_path",
     "parse_mountinfo",
+    "quoted",
     "read_file_bytes",
     "read_mountinfo",
     "release_mountpoint",

