@@ -112,14 +112,19 @@ class Bind:
     host: str
     inside: str
     writable: bool
+    hidden: tuple[str, ...] = ()  # paths beneath it shown as empty and read-only
 
 
 def bind_trees(binds: Sequence[Bind]) -> dict[str, vfs.FileSystem]:
     """The trees serving ``binds``, by their path in the served tree."""
-    return {
-        f"/{BINDS_NAME}/{i}": vfs.dir_fs(bind.host, read_only=not bind.writable)
-        for i, bind in enumerate(binds)
-    }
+    return {f"/{BINDS_NAME}/{i}": _bind_tree(bind) for i, bind in enumerate(binds)}
+
+
+def _bind_tree(bind: Bind) -> vfs.FileSystem:
+    tree = vfs.dir_fs(bind.host, read_only=not bind.writable)
+    if not bind.hidden:
+        return tree
+    return vfs.union_fs({ROOT: tree, **{path: vfs.empty_fs() for path in bind.hidden}})
 
 
 @dataclass(frozen=True)
@@ -277,18 +282,38 @@ def _memfd(name: str, data: bytes, fds: list[int]) -> int:
 
 
 def sandbox_binds(
-    allow: Sequence[str], read_only: Sequence[str], *, home: str, layout_root: bool
+    allow: Sequence[str],
+    read_only: Sequence[str],
+    *,
+    home: str,
+    layout_root: bool,
+    private: Sequence[str] = (),
 ) -> tuple[Bind, ...]:
     """``--allow``/``--ro`` paths as binds: one beneath the caller's ``home`` appears beneath
     the sandbox's ``HOME`` (``/tmp``); another at its own path, which only a layout with its own
-    root (``--at``) has room for. ``ValueError`` says why a path cannot be bound."""
+    root (``--at``) has room for. A ``private`` directory (agentroot's own sessions and control
+    sockets: the command would write the upper it is judged by, read other projects' changes,
+    or reach the daemons) is never bound: one beneath a bind is shown empty and read-only, and
+    a bind inside one is refused. ``ValueError`` says why a path cannot be bound."""
     binds = []
     for paths, writable in ((allow, True), (read_only, False)):
         flag = "--allow" if writable else "--ro"
         for text in paths:
             host = os.path.realpath(text)
+            if not os.path.exists(host):
+                raise ValueError(f"{flag} {text}: does not exist (make it first)")
             if not os.path.isdir(host):
                 raise ValueError(f"{flag} {text}: not a directory (bind the directory holding it)")
+            hidden = []
+            for own in private:
+                real = os.path.realpath(own)
+                if is_under(host, real):
+                    raise ValueError(
+                        f"{flag} {text}: inside agentroot's own state ({real}): the command "
+                        "could change its sessions and reach its mounts"
+                    )
+                if is_under(real, host):
+                    hidden.append(ROOT + os.path.relpath(real, host))
             if host == home:
                 raise ValueError(
                     f"{flag} {text}: your whole home directory; name what the command needs "
@@ -303,5 +328,5 @@ def sandbox_binds(
                 )
             else:
                 inside = host
-            binds.append(Bind(host, inside, writable))
+            binds.append(Bind(host, inside, writable, tuple(hidden)))
     return tuple(binds)

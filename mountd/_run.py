@@ -102,7 +102,7 @@ from ._review import (
     outside_git,
 )
 from ._sandbox import conflicts, host_layout, sandbox_dir, sandbox_root
-from ._sessions import Session, SessionError, open_session
+from ._sessions import Session, SessionError, open_session, sessions_dir
 from ._warm import NO_WARM_HELP
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -203,6 +203,7 @@ async def _run(
             request.read_only,
             home=caller_home(os.environ),
             layout_root=request.at == ROOT,
+            private=[str(sessions_dir().parent), str(registry.state_dir())],
         )
         env = sandbox_environment(
             os.environ,

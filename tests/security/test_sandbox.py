@@ -359,6 +359,31 @@ def test_allow_and_ro_bind_host_paths_outside_the_review(
     assert "the project, or a directory holding it" in inside.stderr
 
 
+@pytest.mark.mount
+def test_a_bind_never_shows_agentroot_s_own_state(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = tmp_path / "home"
+    (home / ".local" / "bin").mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("XDG_STATE_HOME", raising=False)
+    root = project(tmp_path)
+    state = home / ".local" / "state" / "agentroot"
+    done = mountd_run(
+        "--allow", str(home / ".local"), "--", "sh", "-c",
+        "ls -A $HOME/.local/state/agentroot; echo x > $HOME/.local/bin/tool; "
+        "echo evil > $HOME/.local/state/agentroot/sessions/x || echo refused",
+        cwd=root,
+    )  # fmt: skip
+    assert output_of(done) == "refused\n"  # shown empty, and nothing can be written there
+    assert (home / ".local" / "bin" / "tool").read_text() == "x\n"
+    assert not (state / "sessions" / "x").exists()
+    assert (state / "sessions").is_dir()  # where the run kept its session
+    inside = mountd_run("--ro", str(state / "sessions"), "--", "true", cwd=root)
+    assert inside.returncode == 2
+    assert f"inside agentroot's own state ({state})" in inside.stderr
+
+
 def test_run_refuses_to_serve_the_whole_host() -> None:
     done = subprocess.run(
         [sys.executable, "-m", "mountd", "run", "--", "true"],
