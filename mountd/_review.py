@@ -42,12 +42,20 @@ from vfs import (
     FileSystem,
     Policy,
     PolicyFileSystem,
+    PosixFileSystem,
     TreeChange,
     is_under,
     posix_view,
     repository_policy,
 )
-from vfs.lowlevel import ROOT, SET_ID_BITS, UnionFileSystem, add_prefix, select_changes
+from vfs.lowlevel import (
+    ROOT,
+    SET_ID_BITS,
+    ForwardingTree,
+    UnionFileSystem,
+    add_prefix,
+    select_changes,
+)
 
 from ._apply_rules import Refusal, refusals, refused_in
 
@@ -88,8 +96,23 @@ async def at_checkpoint(found: CowAt, number: int) -> CowAt:
     return CowAt(found.prefix, found.cow, number, await found.cow.checkpoint_view(number))
 
 
+class Scratch(ForwardingTree):
+    """A tree whose changes are nobody's to review: a sandbox's scratch ``/tmp`` (a
+    copy-on-write layer over the project's own ``tmp/``, so that what the project keeps there
+    stays in sight while what the command writes there is dropped with it)."""
+
+    def __init__(self, tree: PosixFileSystem) -> None:
+        self._forward_to(tree)
+
+    def __repr__(self) -> str:
+        return f"scratch({self._inner!r})"
+
+
 def find_cows(tree: object, prefix: str = ROOT) -> list[CowAt]:
-    """The copy-on-write layers inside a composition of known wrappers, with their prefixes."""
+    """The copy-on-write layers inside a composition of known wrappers, with their prefixes
+    (never inside a :class:`Scratch`)."""
+    if isinstance(tree, Scratch):
+        return []
     if isinstance(tree, CowFileSystem):
         return [CowAt(prefix, tree)]
     if isinstance(tree, UnionFileSystem):

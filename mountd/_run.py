@@ -50,6 +50,7 @@ import ctypes
 import logging
 import os
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -96,6 +97,7 @@ from ._review import (
     CHANGE_LETTERS,
     GIT_DIR,
     CowAt,
+    Scratch,
     apply_unprotected,
     find_cows,
     in_git,
@@ -139,6 +141,9 @@ class RunRequest:
     env: tuple[str, ...] = ()  # ``--env NAME[=VALUE]``
     rewind_on_failure: bool = False  # ``--rewind-on-failure``
     warm: bool = False  # the tree listed through the mount before the command starts
+    # The project's own tmp/ (a host directory): the sandbox's /tmp shows it, read-only, under
+    # a scratch layer nobody reviews, rather than taking the command's scratch into the review.
+    scratch_below: str | None = None
 
 
 # --- running -----------------------------------------------------------------------------------
@@ -189,6 +194,9 @@ async def _run(
         entries = host_layout(tmp=True)
     else:
         entries = host_layout(tmp=(await view.lstat("/tmp")).kind != "directory")
+        if request.scratch_below is not None and not any(e.name == "tmp" for e in entries):
+            below = vfs.dir_fs(request.scratch_below, read_only=True)
+            tree = vfs.union_fs({ROOT: tree, "/tmp": Scratch(vfs.cow_fs(below))})
         covered = await conflicts(request.tree, [e.name for e in entries if e.name != "tmp"])
         if covered:
             names = ", ".join(covered)
@@ -513,7 +521,9 @@ Run COMMAND in a bubblewrap sandbox whose / is a mounted vfs tree, then show wha
 
 Inside: the tree at /, the command starting in /; the host's /usr, /bin, /lib*, /sbin and a
 minimal /etc read-only; fresh /proc and /dev (/proc/sys and the kernel's other knobs read-only);
-/tmp from the tree, else an empty tmpfs; no network unless --net. A tree holding /usr, /etc,
+/tmp an empty tmpfs (HOME and TMPDIR: scratch, never reviewed; a project's own tmp/ shows
+there read-only beneath the scratch; a spec's tree with /tmp gives its own); no network unless
+--net. A tree holding /usr, /etc,
 /bin, /lib*, /sbin, /proc or /dev at its root is refused unless --at DIR serves it at DIR (the
 command starting there) on a read-only / of its own, /tmp then always an empty tmpfs.
 
@@ -666,6 +676,7 @@ def command(args: argparse.Namespace) -> int:
         setattr(args, name, [*(getattr(args, name) or ()), *(getattr(more, name) or ())])
     spec = more.spec
     session: Session | None = None
+    scratch_below: str | None = None
     try:
         at = ROOT if args.at is None else sandbox_dir(args.at)
     except ValueError as error:
@@ -696,6 +707,7 @@ def command(args: argparse.Namespace) -> int:
         session = None if args.ephemeral else _run_session(project, args)
         upper = None if session is None else session.upper
         tree, description = default_tree(project, upper)
+        scratch_below = _own_tmp(project)
     audit = None if args.audit is None else os.path.abspath(args.audit)
     logging.basicConfig(level=logging.WARNING, format="mountd run: %(message)s")
     request = RunRequest(
@@ -714,11 +726,21 @@ def command(args: argparse.Namespace) -> int:
         env=tuple(args.env),
         rewind_on_failure=args.rewind_on_failure,
         warm=not spec and not args.no_warm,
+        scratch_below=None if spec else scratch_below,
     )
     status = run(request)
     if session is not None:
         session.discard()  # reported (and applied, if asked): a killed run is what stays
     return status
+
+
+def _own_tmp(project: str) -> str | None:
+    """The project's own ``tmp/`` directory, if it has one (a symlink there is not followed)."""
+    tmp = os.path.join(project, "tmp")
+    try:
+        return tmp if stat.S_ISDIR(os.lstat(tmp).st_mode) else None
+    except OSError:
+        return None
 
 
 def _run_session(project: str, args: argparse.Namespace) -> Session:

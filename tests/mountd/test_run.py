@@ -668,3 +668,28 @@ def test_run_has_no_network_unless_asked(tmp_path: Path) -> None:
         opened = mountd_run("--net", "--", "python3", "-c", NET_PROBE, port, cwd=tmp_path)
         assert opened.returncode == 0, opened.stderr
         assert opened.stdout == "connected\n"  # the host's loopback
+
+
+@pytest.mark.mount
+def test_a_project_s_own_tmp_shows_under_a_scratch_nobody_reviews(tmp_path: Path) -> None:
+    """HOME and TMPDIR are /tmp: in a project with a tmp/ of its own, what the command writes
+    there (caches, temporary files) is scratch, never a change to review or apply, while the
+    files the project keeps there stay in sight (git sees no deletion)."""
+    repo = tmp_path / "repo"
+    (repo / "tmp").mkdir(parents=True)
+    (repo / "tmp" / ".keep").write_text("")
+    (repo / "README.md").write_text("# project\n")
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "initial")
+    before = manifest(repo)
+    done = mountd_run(
+        "--apply", "--", "sh", "-c",
+        "set -e; echo cache > $HOME/.cache1; echo x > \"$(mktemp)\"; echo over > /tmp/.keep; "
+        "git status --porcelain --untracked-files=no; echo done",
+        cwd=repo,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == " M tmp/.keep\ndone\n"  # the scratch's own change, and no deletion
+    assert "0 changes in the copy-on-write tree" in done.stderr
+    assert manifest(repo) == before
