@@ -23,9 +23,12 @@ request                                        answer (``{"ok": false, "error": 
 ``{"op": "adopt", "tool": "webFetch",``        ``{"ok": true, "result": ..., "adopted": [uuid]}``:
 ``"result": ...}``                             the active turn's spill rewrite (``Turn.adopt_spill``)
 ``{"op": "cow", "action": "changes",``         ``{"ok": true, "cows": [...], "changes": [{"path",
-``"paths": [...]}`` (``paths`` optional)       "kind", "entry", "from", "mode", "refused"}]}``:
-                                               what differs from the lower tree now (see below;
-                                               every ``cow`` request takes ``"checkpoint": N``)
+``"paths": [...]}`` (``paths`` optional)       "kind", "entry", "from", "mode", "refused"}],
+                                               "git_state": [...]}``: what differs from the
+                                               lower tree now (see below; every ``cow`` request
+                                               takes ``"checkpoint": N``), and one line per ref
+                                               moved and for the paths the index stages
+                                               (``mountd._git_review``)
 ``{"op": "cow", "action": "diff",``            ``{"ok": true, "diff": "...", "refused": [...]}``:
 ``"paths": [...]}`` (``paths`` optional)       the git-style diff of those paths, else of all
                                                that apply would write but ``/.git``
@@ -35,9 +38,11 @@ request                                        answer (``{"ok": false, "error": 
 ``{"op": "checkpoint", "action": "list"}``     ``{"ok": true, "checkpoints": [...]}``
 ``{"op": "checkpoint", "action": "diff",``     ``{"ok": true, "changes": [...], "diff": "..."}``:
 ``"a": A, "b": B}`` (``b`` optional: now)      how B differs from A
-``{"op": "checkpoint", "action": "rewind",``   ``{"ok": true, "checkpoint": {...}}`` once the
-``"number": N}``                               tree is N *and the kernel has forgotten what
-                                               changed* (open descriptors keep their files)
+``{"op": "checkpoint", "action": "rewind",``   ``{"ok": true, "checkpoint": {...}, "before": M}``
+``"number": N}``                               once the tree is N *and the kernel has forgotten
+                                               what changed* (open descriptors keep their
+                                               files); M: the checkpoint recording the state
+                                               before (null: a kept one held it already)
 ``{"op": "checkpoint", "action": "prune",``    ``{"ok": true, "pruned": [N...]}``: all but the
 ``"keep": K}`` (``keep`` optional)             labelled and the last K (default 50)
 ``{"op": "checkpoint", "action": "fork",``     ``{"ok": true, "session": DIR, "project": P,
@@ -383,8 +388,18 @@ class Controller:
             if action == "rewind":
                 # (the mount gives keepers to what it replaces: Mount.keeping_files, called
                 # by the tree before every rewind)
+                earlier = {taken.number for taken in await tree.checkpoints()}
                 record = await tree.rewind(_number(request, "number"))
-                return {"ok": True, "checkpoint": describe_checkpoint(record)}
+                before = [
+                    taken.number
+                    for taken in await tree.checkpoints()
+                    if taken.number not in earlier and taken.number != record.number
+                ]
+                return {
+                    "ok": True,
+                    "checkpoint": describe_checkpoint(record),
+                    "before": before[-1] if before else None,
+                }
             if action == "fork":
                 return await self._fork(request)
             if action == "prune":

@@ -104,6 +104,7 @@ from ._review import (
     outside_git,
 )
 from ._sandbox import conflicts, host_layout, sandbox_dir, sandbox_root
+from ._serve import fuse_hint
 from ._sessions import Session, SessionError, open_session, sessions_dir
 from ._warm import NO_WARM_HELP
 
@@ -269,7 +270,7 @@ async def _run(
                     status = await _run_command(lambda: start(bwrap, sandbox, files, env), signals)
             except (OSError, RuntimeError) as error:
                 raise RunFailure(
-                    f"serving the sandbox root at {mountpoint} failed: {error}"
+                    f"serving the sandbox root at {mountpoint} failed: {error}{fuse_hint()}"
                 ) from None
     finally:
         log.close()
@@ -728,7 +729,12 @@ def command(args: argparse.Namespace) -> int:
         warm=not spec and not args.no_warm,
         scratch_below=None if spec else scratch_below,
     )
-    status = run(request)
+    try:
+        status = run(request)
+    except RunFailure:
+        if session is not None and not session.holds_changes():
+            session.discard()  # the sandbox never came up: nothing to resume
+        raise
     if session is not None:
         session.discard()  # reported (and applied, if asked): a killed run is what stays
     return status

@@ -513,6 +513,13 @@ def _set_read_ahead(target: str, kb: int) -> None:
         log.debug("could not set the read-ahead of %s: %s", target, error)
 
 
+def fuse_hint() -> str:
+    """Why a mount may have failed, when the reason is this user's access to ``/dev/fuse``."""
+    if os.access("/dev/fuse", os.R_OK | os.W_OK):
+        return ""
+    return " (this user cannot open /dev/fuse: run as root, or make it mode 0666)"
+
+
 def _prepare_mountpoint(target: str) -> None:
     """Clear a dead mount of ours at ``target``; refuse a live one; require a directory."""
     entry = _registry.mount_at(_registry.canonical(target))
@@ -523,9 +530,10 @@ def _prepare_mountpoint(target: str) -> None:
             _registry.detach(target)
         elif health in ("live", "hung"):
             raise RuntimeError(f"{target} is already mounted by a running mountd ({health})")
+    if not os.path.exists(target):
+        raise OSError(errno.ENOENT, f"mountpoint does not exist (make it first): {target}", target)
     if not os.path.isdir(target):
-        code = errno.ENOTDIR if os.path.exists(target) else errno.ENOENT
-        raise OSError(code, f"mountpoint is not a directory: {target}", target)
+        raise OSError(errno.ENOTDIR, f"mountpoint is not a directory: {target}", target)
 
 
 def _guard_mountpoint(target: str) -> Callable[[], None]:

@@ -45,6 +45,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from vfs.lowlevel import COW_RESERVED
+
 Kind = Literal["mount", "run"]
 
 
@@ -54,6 +56,9 @@ class SessionError(Exception):
 
 class PendingChanges(SessionError):
     """An earlier session of the project holds changes, and nobody said what to do with them."""
+
+
+_RECORD_DIR = COW_RESERVED.lstrip("/")  # the cow's own record, journal and checkpoints
 
 
 def sessions_dir() -> Path:
@@ -84,6 +89,11 @@ class Session:
         if self.lock_fd >= 0:
             os.close(self.lock_fd)
             self.lock_fd = -1
+
+    def holds_changes(self) -> bool:
+        """Whether the upper holds anything but the layer's own record."""
+        upper = self.upper
+        return upper.is_dir() and any(entry.name != _RECORD_DIR for entry in upper.iterdir())
 
     def discard(self) -> None:
         """Remove the session and everything in it."""

@@ -605,6 +605,10 @@ def _prepare_mountpoint(mountpoint_arg: str) -> tuple[str, bool]:
         _say(f"cleared a {health} mount at {path}")
     if os.path.lexists(path) and not os.path.isdir(path):
         raise Failure(f"mountpoint is not a directory: {path}")
+    if os.path.isdir(path) and any(os.scandir(path)):
+        raise Failure(
+            f"{path} is not empty: the mount would hide what it holds; mount on an empty directory"
+        )
     created = not os.path.lexists(path)
     try:
         os.makedirs(path, exist_ok=True)
@@ -686,10 +690,9 @@ def _mount_in_foreground(args: argparse.Namespace, mountpoint: str, source: Sour
         if isinstance(leaf, (Failure, UsageError, SpecError)):
             raise leaf from None
         if isinstance(leaf, (OSError, RuntimeError)):
-            hint = ""
-            if not os.access("/dev/fuse", os.R_OK | os.W_OK):
-                hint = " (this user cannot open /dev/fuse: run as root, or make it mode 0666)"
-            raise Failure(f"serving {mountpoint} failed: {leaf}{hint}") from None
+            from ._serve import fuse_hint
+
+            raise Failure(f"serving {mountpoint} failed: {leaf}{fuse_hint()}") from None
         raise
 
 
@@ -973,10 +976,14 @@ def _checkpoint(args: argparse.Namespace) -> int:
         print(f"mountd: took checkpoint {_checkpoint_line(reply['checkpoint'])}")
     elif action == "rewind":
         number = reply["checkpoint"]["number"]
-        print(
-            f"mountd: {path} is checkpoint {number} again (`mountd checkpoint list {path}` "
-            "shows the state before it, kept as a checkpoint)"
+        before = reply.get("before")
+        kept = (
+            f"the state before it is checkpoint {before}"
+            if before is not None
+            else "the state before it was kept as a checkpoint already (see `mountd checkpoint "
+            f"list {path}`)"
         )
+        print(f"mountd: {path} is checkpoint {number} again; {kept}")
     else:
         pruned = reply["pruned"]
         print(
@@ -1076,6 +1083,8 @@ def _review(args: argparse.Namespace) -> int:
     if args.checkpoint is not None:
         payload["checkpoint"] = args.checkpoint
     try:
+        if args.action == "apply" and args.paths:
+            _refuse_paths_without_changes(path, {**payload, "action": "changes"})
         reply = control.request(path, payload, timeout=COW_TIMEOUT)
     except control.ControlError as error:
         raise Failure(str(error)) from None
@@ -1089,6 +1098,24 @@ def _review(args: argparse.Namespace) -> int:
             _say("conflicting: " + ", ".join(conflicts))
         raise Failure(str(reply.get("error", "the daemon refused the request")))
     return OK
+
+
+def _refuse_paths_without_changes(mountpoint: str, changes: dict[str, Any]) -> None:
+    """Before applying named paths: a path no change lies at or beneath is a mistake (a typo
+    would apply nothing and say so quietly), and nothing is applied."""
+    from . import _control as control
+
+    listed = control.request(mountpoint, changes, timeout=COW_TIMEOUT).get("changes", [])
+    for wanted in changes["paths"]:
+        if not any(
+            other is not None and is_under(other, wanted)
+            for change in listed
+            for other in (change["path"], change["from"])
+        ):
+            raise Failure(
+                f"no change at {quoted(wanted)} (see `mountd changes {mountpoint}`): nothing "
+                "applied"
+            )
 
 
 def _tree_path(arg: str, mountpoint: str) -> str:

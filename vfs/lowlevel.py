@@ -25,6 +25,7 @@ from ._capabilities import (
 from ._cow_changes import SET_ID_BITS, unsafe_paths, without_set_id, writer_view
 from ._cow_changes import read_bytes as read_file_bytes
 from ._cow_changes import select as select_changes
+from ._cow_meta import RESERVED as COW_RESERVED
 from ._cow_meta import CowRefusedError
 from ._dir import DirFileSystem
 from ._disk import guard_mountpoint, release_mountpoint
@@ -82,6 +83,7 @@ __getattr__ = _lazy_names(
 )
 
 __all__ = [
+    "COW_RESERVED",
     "DEFAULT_PART_SIZE",
     "FILE_VERBS",
     "NAME_MAX",

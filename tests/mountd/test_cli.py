@@ -357,6 +357,19 @@ def test_a_file_is_not_a_mountpoint(tmp_path: Path) -> None:
     assert afile.read_text() == "data\n"
 
 
+def test_a_directory_that_holds_files_is_not_a_mountpoint(tmp_path: Path) -> None:
+    mnt = tmp_path / "full"
+    mnt.mkdir()
+    (mnt / "mine").write_text("data\n")
+    result = mountd("mount", str(mnt), cwd=tmp_path)
+    assert (result.returncode, result.stderr) == (
+        1,
+        f"mountd: {mnt} is not empty: the mount would hide what it holds; mount on an empty "
+        "directory\n",
+    )
+    assert (mnt / "mine").read_text() == "data\n"
+
+
 def start_foreground(project: Path, mnt: Path, *, ignore_sigint: bool) -> subprocess.Popen[str]:
     """`mountd mount` in the foreground; returns once it printed its start line. With
     ``ignore_sigint`` it starts with SIGINT ignored, as `cmd &` in a non-interactive shell does."""

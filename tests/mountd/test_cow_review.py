@@ -428,6 +428,14 @@ def test_review_and_apply_the_default_mount(repo: Path, mnt: Path, review: Revie
     assert ok(review("diff", str(mnt), "a.txt")).stdout == DIFF[: DIFF.index("diff --git a/b")]
     assert view(repo) == before  # reviewing writes nothing
 
+    # A path with no change (a typo) applies nothing, and says so.
+    typo = review("apply", str(mnt), "a.txt", "a.tx")
+    assert typo.returncode != 0
+    assert typo.stderr == (
+        f"mountd: no change at /a.tx (see `mountd changes {mnt}`): nothing applied\n"
+    )
+    assert view(repo) == before
+
     # Apply one path (as the tree names it), then a directory through the mountpoint.
     done = ok(review("apply", str(mnt), "a.txt"))
     assert done.stdout == f"mountd: applied 1 change to the directory under {mnt}\n  M /a.txt\n"
