@@ -131,7 +131,6 @@ from vfs import (
     Watchable,
     is_under,
     normalize_path,
-    posix_view,
 )
 from vfs.lowlevel import ROOT, CowRefusedError, select_changes, strip_prefix
 from vfs.turns import Turn, TurnRoot
@@ -144,6 +143,8 @@ from ._review import (
     CowAt,
     apply_unprotected,
     at_checkpoint,
+    change_entry,
+    describe_change,
     find_cows,
     judged,
     outside_git,
@@ -508,7 +509,7 @@ class Controller:
             changes, refused = await judged(found, policy)
             selected = select_changes(changes, chosen)
             for change in selected:
-                listed.append(await _describe_change(found, change, refused.get(change)))
+                listed.append(await describe_change(found, change, refused.get(change)))
             applied = [change for change in selected if change not in refused]
             git_state += await git_state_lines(found.shown, applied)
         return {
@@ -574,7 +575,7 @@ class Controller:
                     f"applying the changes to {found.cow.lower!r} failed: {error}",
                     applied=applied,
                 ) from None
-            applied += [_change_entry(found, change) for change in done.applied]
+            applied += [change_entry(found, change) for change in done.applied]
             kept += [_refusal_entry(found, refusal) for refusal in done.refused]
             cleared += [found.served(path) for path in done.set_id_cleared]
         if paths is not None and kept and not applied:
@@ -642,33 +643,8 @@ def _within(paths: list[str] | None, prefix: str) -> list[str] | None:
     return chosen
 
 
-def _change_entry(found: CowAt, change: TreeChange) -> dict[str, Any]:
-    return {
-        "path": found.served(change.path),
-        "kind": change.kind,
-        "entry": change.entry,
-        "from": None if change.old_path is None else found.served(change.old_path),
-    }
-
-
 def _refusal_entry(found: CowAt, refusal: Refusal) -> dict[str, Any]:
-    return {**_change_entry(found, refusal.change), "reason": refusal.reason}
-
-
-async def _describe_change(
-    found: CowAt, change: TreeChange, refused: str | None = None
-) -> dict[str, Any]:
-    """A change as the answer lists it, with its permission bits' change and why apply refuses
-    it (``None``: it does not)."""
-    entry = _change_entry(found, change)
-    entry["mode"] = None
-    if change.kind not in ("added", "deleted") and change.entry != "symlink":
-        old = await posix_view(found.cow.lower).lstat(change.old_path or change.path)
-        new = await found.shown.lstat(change.path)
-        if old.mode is not None and new.mode is not None and old.mode != new.mode:
-            entry["mode"] = {"old": f"{old.mode:04o}", "new": f"{new.mode:04o}"}
-    entry["refused"] = refused
-    return entry
+    return {**change_entry(found, refusal.change), "reason": refusal.reason}
 
 
 def _describe_cow(found: CowAt) -> dict[str, Any]:

@@ -34,8 +34,9 @@ layer's own ``apply(checkpoint=N)``, which keeps the layer showing what it showe
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from vfs import (
     CowFileSystem,
@@ -54,6 +55,7 @@ from vfs.lowlevel import (
     ForwardingTree,
     UnionFileSystem,
     add_prefix,
+    quoted,
     select_changes,
 )
 
@@ -134,6 +136,73 @@ async def served_policy(tree: FileSystem) -> Policy | None:
     if (await posix_view(tree).lstat(GIT_DIR)).kind == "directory":
         return repository_policy()
     return None
+
+
+def change_entry(found: CowAt, change: TreeChange) -> dict[str, Any]:
+    """A change as answers and summaries list it, in the served tree's paths."""
+    return {
+        "path": found.served(change.path),
+        "kind": change.kind,
+        "entry": change.entry,
+        "from": None if change.old_path is None else found.served(change.old_path),
+    }
+
+
+async def describe_change(
+    found: CowAt, change: TreeChange, refused: str | None = None
+) -> dict[str, Any]:
+    """:func:`change_entry` with its permission bits' change (``mode``) and why apply refuses
+    it (``refused``: ``None`` when it does not)."""
+    entry = change_entry(found, change)
+    entry["mode"] = None
+    if change.kind not in ("added", "deleted") and change.entry != "symlink":
+        old = await posix_view(found.cow.lower).lstat(change.old_path or change.path)
+        new = await found.shown.lstat(change.path)
+        same_kind = old.kind == new.kind  # (a file that replaced a directory: no mode change)
+        if same_kind and old.mode is not None and new.mode is not None and old.mode != new.mode:
+            entry["mode"] = {"old": f"{old.mode:04o}", "new": f"{new.mode:04o}"}
+    entry["refused"] = refused
+    return entry
+
+
+def change_lines(
+    changes: list[dict[str, Any]], *, every: bool, gits: Sequence[str] = ()
+) -> list[str]:
+    """One line a change (``A /new``, ``R /b (from /a)``, ``m /x (mode 0644 -> 0755)``,
+    ``A /x (refused: why)``, or with a ``reason``: ``A /x: why``), names quoted as git quotes
+    them; unless ``every``, git's own files (under ``gits``, each layer's ``/.git``) that apply
+    takes are counted on one line. Every review of changes words them so (``mountd run``'s
+    summary, ``mountd changes`` and ``apply``)."""
+    lines = []
+    git = 0
+    for change in changes:
+        if (
+            not every
+            and not change.get("refused")
+            and any(
+                p is not None and is_under(p, g)
+                for p in (change["path"], change["from"])
+                for g in gits
+            )
+        ):
+            git += 1
+            continue
+        mark = "/" if change["entry"] == "directory" else ""
+        line = f"{CHANGE_LETTERS[change['kind']]} {quoted(change['path'])}{mark}"
+        if change["from"] is not None:
+            line += f" (from {quoted(change['from'])}{mark})"
+        mode = change.get("mode")
+        if mode:
+            line += f" (mode {mode['old']} -> {mode['new']})"
+        if change.get("refused"):
+            line += f" (refused: {change['refused']})"
+        if change.get("reason"):
+            line += f": {change['reason']}"
+        lines.append(line)
+    if git:
+        where = " ".join(gits)
+        lines.append(f"{where}: {git} change{'s' if git != 1 else ''} (git's own files)")
+    return lines
 
 
 def in_git(change: TreeChange) -> bool:

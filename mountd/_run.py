@@ -74,7 +74,7 @@ from vfs import (
     policy_fs,
     repository_policy,
 )
-from vfs.lowlevel import ROOT, add_prefix, quoted
+from vfs.lowlevel import ROOT, add_prefix
 
 from . import MountOptions, mounted
 from . import _registry as registry
@@ -94,13 +94,13 @@ from ._git_review import git_state_lines
 from ._identity import SandboxUser, owners_shown_as_another, sandbox_user
 from ._landlock import SCOPE_ABI
 from ._review import (
-    CHANGE_LETTERS,
     GIT_DIR,
     CowAt,
     Scratch,
     apply_unprotected,
+    change_lines,
+    describe_change,
     find_cows,
-    in_git,
     outside_git,
 )
 from ._sandbox import conflicts, host_layout, sandbox_dir, sandbox_root
@@ -412,7 +412,7 @@ async def _report(
     for found in cows:
         changes, refused = await judged(found, policy)
         git_state = await git_state_lines(found.shown, (c for c in changes if c not in refused))
-        _say(_summary(found.prefix, changes, status, refused, git_state))
+        _say(await _summary(found, changes, status, refused, git_state))
         if request.diff:
             outside = outside_git(changes, refused)
             if outside:
@@ -454,38 +454,23 @@ async def _report(
     return status
 
 
-def _summary(
-    prefix: str,
+async def _summary(
+    found: CowAt,
     changes: list[TreeChange],
     status: int,
-    refused: dict[TreeChange, str] | None = None,
-    git_state: list[str] | None = None,
+    refused: dict[TreeChange, str],
+    git_state: list[str],
 ) -> str:
-    """The change summary of the layer at ``prefix``: one line a change outside ``/.git`` and
-    one a change apply refuses (with why), then git's own files that apply takes, counted, with
-    what they do to refs and the index (``git_state``, :func:`mountd._git_review.git_state_lines`)."""
-    refused = refused or {}
-    shown = [c for c in changes if not in_git(c) or c in refused]
-    git = len(changes) - len(shown)
-    where = "" if prefix == ROOT else f" at {prefix}"
+    """The change summary of one layer: one line a change outside ``/.git`` and one a change
+    apply refuses (with why), then git's own files that apply takes, counted, with what they
+    do to refs and the index (``git_state``, :func:`mountd._git_review.git_state_lines`)."""
+    where = "" if found.prefix == ROOT else f" at {found.prefix}"
     count = f"{len(changes)} change{'s' if len(changes) != 1 else ''}"
     lines = [f"the command exited with status {status}; {count} in the copy-on-write tree{where}"]
-    for change in shown:
-        path = quoted(add_prefix(change.path, prefix))
-        mark = "/" if change.entry == "directory" else ""
-        line = f"  {CHANGE_LETTERS[change.kind]} {path}{mark}"
-        if change.old_path is not None:
-            old = quoted(add_prefix(change.old_path, prefix))
-            line += f" (from {old}{mark})"
-        if change in refused:
-            line += f" (refused: {refused[change]})"
-        lines.append(line)
-    if git:
-        lines.append(
-            f"  {add_prefix(GIT_DIR, prefix)}: "
-            f"{git} change{'s' if git != 1 else ''} (git's own files)"
-        )
-        lines += [f"    {line}" for line in git_state or ()]
+    listed = [await describe_change(found, change, refused.get(change)) for change in changes]
+    gits = [add_prefix(GIT_DIR, found.prefix)]
+    lines += [f"  {line}" for line in change_lines(listed, every=False, gits=gits)]
+    lines += [f"    {line}" for line in git_state]
     return "\n".join(lines)
 
 

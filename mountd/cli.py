@@ -43,7 +43,7 @@ if sys.version_info < (3, 11):  # pragma: no cover - trio brings the backport on
 
 from . import MountOptions
 from . import _registry as registry
-from ._review import CHANGE_LETTERS, GIT_DIR
+from ._review import GIT_DIR, change_lines
 from ._spec import SpecError, build, default_layer, describe, load_spec
 from ._warm import NO_WARM_HELP
 
@@ -1142,7 +1142,7 @@ def _print_review(
         return
     if action == "changes":
         gits = [add_prefix(GIT_DIR, cow["prefix"]) for cow in reply.get("cows", [])]
-        lines = _change_lines(reply["changes"], every=every, gits=gits)
+        lines = change_lines(reply["changes"], every=every, gits=gits)
         lines += ["  " + line for line in reply.get("git_state", [])]
         print("\n".join(lines) if lines else "mountd: nothing changed")
         return
@@ -1152,7 +1152,7 @@ def _print_review(
         if of is not None:
             count += f" of checkpoint {of}"
         print(f"mountd: applied {count} to the directory under {path}")
-        print("\n".join("  " + line for line in _change_lines(applied, every=True)))
+        print("\n".join("  " + line for line in change_lines(applied, every=True)))
     else:
         print("mountd: nothing to apply")
     if reply.get("set_id_cleared"):
@@ -1164,47 +1164,9 @@ def _say_refused(refused: list[dict[str, Any]]) -> None:
     """Name on stderr what apply refuses, one change a line with why."""
     if refused:
         _say("not applied (refused):")
-        for line in _change_lines(refused, every=True):
+        for line in change_lines(refused, every=True):
             print("  " + line, file=sys.stderr)
         sys.stderr.flush()
-
-
-def _change_lines(
-    changes: list[dict[str, Any]], *, every: bool, gits: Sequence[str] = ()
-) -> list[str]:
-    """One line a change (``A /new``, ``R /b (from /a)``, ``A /x (refused: why)``, or with a
-    ``reason``: ``A /x: why``); unless ``every``, git's own files (under ``gits``, each layer's
-    ``/.git``) that apply takes are counted on one line, as ``mountd run`` does."""
-    lines = []
-    git = 0
-    for change in changes:
-        if (
-            not every
-            and not change.get("refused")
-            and any(
-                p is not None and is_under(p, g)
-                for p in (change["path"], change["from"])
-                for g in gits
-            )
-        ):
-            git += 1
-            continue
-        mark = "/" if change["entry"] == "directory" else ""
-        line = f"{CHANGE_LETTERS[change['kind']]} {quoted(change['path'])}{mark}"
-        if change["from"] is not None:
-            line += f" (from {quoted(change['from'])}{mark})"
-        mode = change.get("mode")
-        if mode:
-            line += f" (mode {mode['old']} -> {mode['new']})"
-        if change.get("refused"):
-            line += f" (refused: {change['refused']})"
-        if change.get("reason"):
-            line += f": {change['reason']}"
-        lines.append(line)
-    if git:
-        where = " ".join(gits)
-        lines.append(f"{where}: {git} change{'s' if git != 1 else ''} (git's own files)")
-    return lines
 
 
 # --- status ------------------------------------------------------------------------------------

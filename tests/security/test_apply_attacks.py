@@ -419,8 +419,8 @@ def test_set_id_bits_never_reach_the_host(tmp_path: Path) -> None:
     assert stat.S_IMODE((tree / "tool").stat().st_mode) == 0o755
     assert "mountd run: applied without their set-id bits: /shared, /suidpy" in done.stderr
     assert (
-        "  m /tool (refused: only set-id bits change, and apply never sets them)"
-        in summary_lines(done.stderr)
+        "  m /tool (mode 0755 -> 4755) (refused: only set-id bits change, and apply never sets "
+        "them)" in summary_lines(done.stderr)
     )
     # Run as another user, the copy gives no root.
     who = subprocess.run(
@@ -462,8 +462,8 @@ def test_rewriting_a_hard_linked_object_leaves_the_source_repository_intact(
     done = mountd_run("--apply", "--", "sh", "-c", script, cwd=clone)
     assert done.returncode == 0, done.stderr
     assert (
-        f"  M {victim} (refused: an object changed in place: its name is its content's hash, "
-        "git never rewrites one)" in summary_lines(done.stderr)
+        f"  M {victim} (mode 0444 -> 0644) (refused: an object changed in place: its name is "
+        "its content's hash, git never rewrites one)" in summary_lines(done.stderr)
     )
     assert manifest(source) == source_before
     git(source, "fsck", "--strict")
