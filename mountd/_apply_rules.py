@@ -15,7 +15,9 @@ A change is refused, for the first reason that holds, when:
    not apply it (see below);
 2. it makes a symlink that leads into a git directory: its target, as written or as resolved in
    the layer, has a ``.git`` segment (a host program writing through ``docs -> .git/hooks``
-   would plant a hook);
+   would plant a hook); or one that leads out of the tree, followed as the host follows it
+   (an absolute target, or ``..`` past the top, through the tree's other symlinks too): a host
+   program writing ``build.log -> ~/.bashrc`` would write there;
 3. only set-id bits differ (apply clears ``0o6000`` from every mode it writes, so such a change
    would never be applied: see ``vfs._cow_changes.without_set_id``);
 4. the served tree's own policy does not grant write at a path of it (in the served tree's
@@ -323,6 +325,10 @@ _LOOSE_NAME = re.compile(r"[0-9a-f]{38}|[0-9a-f]{62}")
 
 NESTED_GIT = "a .git inside a git directory: git would take it for a repository of its own"
 SYMLINK_INTO_GIT = "a symlink into a git directory: whatever writes through it writes git's files"
+SYMLINK_OUT = (
+    "a symlink out of the tree (an absolute target, .. past the top, or a loop): whatever "
+    "follows it on the host reads or writes there"
+)
 SET_ID_ONLY = "only set-id bits change, and apply never sets them"
 POLICY_DENIES = "the tree's policy does not let it be written"
 
@@ -471,12 +477,11 @@ async def _own_reason(
                 reason = await index_refusal(await read_file_bytes(cow, path))
         if reason is not None:
             return reason if bare is None else f"{reason} ({bare} is a git directory)"
-    if (
-        change.entry == "symlink"
-        and change.kind != "deleted"
-        and await _leads_into_git(cow, change.path)
-    ):
-        return SYMLINK_INTO_GIT
+    if change.entry == "symlink" and change.kind != "deleted":
+        if await _leads_out(cow, change.path):
+            return SYMLINK_OUT
+        if await _leads_into_git(cow, change.path):
+            return SYMLINK_INTO_GIT
     if change.kind == "mode_changed" and change.entry != "symlink":
         old = (await posix_view(cow.lower).lstat(change.path)).mode
         new = (await cow.lstat(change.path)).mode
@@ -501,6 +506,40 @@ async def _leads_into_git(cow: CowFileSystem, path: str) -> bool:
     except OSError:
         return True  # a loop, or a target no path names: nothing git's to follow, but refuse
     return bool(git_segments(lexical) or git_segments(real))
+
+
+_HOPS_AT_MOST = 40  # symlinks followed in one resolution, as the kernel's MAXSYMLINKS
+
+
+async def _leads_out(cow: CowFileSystem, path: str) -> bool:
+    """Whether the symlink at ``path``, followed as the host follows it (``..`` of the top
+    leaves the tree, an absolute target is the host's), leads out of the tree; a loop counts
+    as leading out. Missing names are taken for directories (they may be made later)."""
+    target = await cow.readlink(path)
+    if target.startswith("/"):
+        return True
+    current = [name for name in parent_path(path).split("/") if name]
+    pending = target.split("/")
+    hops = 0
+    while pending:
+        name = pending.pop(0)
+        if name in ("", "."):
+            continue
+        if name == "..":
+            if not current:
+                return True
+            current.pop()
+            continue
+        probe = "/" + "/".join([*current, name])
+        if (await cow.lstat(probe)).kind == "symlink":
+            hops += 1
+            link = await cow.readlink(probe)
+            if hops > _HOPS_AT_MOST or link.startswith("/"):
+                return True
+            pending[:0] = link.split("/")  # resolved from the link's own directory
+            continue
+        current.append(name)
+    return False
 
 
 def _removes(change: TreeChange) -> str | None:

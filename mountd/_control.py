@@ -23,12 +23,12 @@ request                                        answer (``{"ok": false, "error": 
 ``{"op": "adopt", "tool": "webFetch",``        ``{"ok": true, "result": ..., "adopted": [uuid]}``:
 ``"result": ...}``                             the active turn's spill rewrite (``Turn.adopt_spill``)
 ``{"op": "cow", "action": "changes",``         ``{"ok": true, "cows": [...], "changes": [{"path",
-``"paths": [...]}`` (``paths`` optional)       "kind", "entry", "from", "mode", "refused"}],
-                                               "git_state": [...]}``: what differs from the
-                                               lower tree now (see below; every ``cow`` request
-                                               takes ``"checkpoint": N``), and one line per ref
-                                               moved and for the paths the index stages
-                                               (``mountd._git_review``)
+``"paths": [...]}`` (``paths`` optional)       "kind", "entry", "from", "mode", "target",
+                                               "refused"}], "git_state": [...]}``: what
+                                               differs from the lower tree now (see below;
+                                               every ``cow`` request takes ``"checkpoint": N``),
+                                               and one line per ref moved and for the paths
+                                               the index stages (``mountd._git_review``)
 ``{"op": "cow", "action": "diff",``            ``{"ok": true, "diff": "...", "refused": [...]}``:
 ``"paths": [...]}`` (``paths`` optional)       the git-style diff of those paths, else of all
                                                that apply would write but ``/.git``

@@ -151,10 +151,13 @@ def change_entry(found: CowAt, change: TreeChange) -> dict[str, Any]:
 async def describe_change(
     found: CowAt, change: TreeChange, refused: str | None = None
 ) -> dict[str, Any]:
-    """:func:`change_entry` with its permission bits' change (``mode``) and why apply refuses
-    it (``refused``: ``None`` when it does not)."""
+    """:func:`change_entry` with its permission bits' change (``mode``), a symlink's target
+    (``target``) and why apply refuses it (``refused``: ``None`` when it does not)."""
     entry = change_entry(found, change)
     entry["mode"] = None
+    entry["target"] = None
+    if change.entry == "symlink" and change.kind != "deleted":
+        entry["target"] = await found.shown.readlink(change.path)
     if change.kind not in ("added", "deleted") and change.entry != "symlink":
         old = await posix_view(found.cow.lower).lstat(change.old_path or change.path)
         new = await found.shown.lstat(change.path)
@@ -169,6 +172,7 @@ def change_lines(
     changes: list[dict[str, Any]], *, every: bool, gits: Sequence[str] = ()
 ) -> list[str]:
     """One line a change (``A /new``, ``R /b (from /a)``, ``m /x (mode 0644 -> 0755)``,
+    ``A /link -> target``,
     ``A /x (refused: why)``, or with a ``reason``: ``A /x: why``), names quoted as git quotes
     them; unless ``every``, git's own files (under ``gits``, each layer's ``/.git``) that apply
     takes are counted on one line. Every review of changes words them so (``mountd run``'s
@@ -189,6 +193,8 @@ def change_lines(
             continue
         mark = "/" if change["entry"] == "directory" else ""
         line = f"{CHANGE_LETTERS[change['kind']]} {quoted(change['path'])}{mark}"
+        if change.get("target") is not None:
+            line += f" -> {quoted(change['target'])}"
         if change["from"] is not None:
             line += f" (from {quoted(change['from'])}{mark})"
         mode = change.get("mode")

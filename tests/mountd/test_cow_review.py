@@ -159,9 +159,11 @@ def change(
     entry: str = "file",
     mode: dict[str, str] | None = None,
     refused: str | None = None,
+    target: str | None = None,
 ) -> dict[str, object]:
     """A change as ``changes`` lists it."""
-    return {**applied(path, kind, old=old, entry=entry), "mode": mode, "refused": refused}
+    listed = {**applied(path, kind, old=old, entry=entry), "mode": mode, "refused": refused}
+    return {**listed, "target": target}
 
 
 def refusal(
@@ -416,6 +418,7 @@ def test_review_and_apply_the_default_mount(repo: Path, mnt: Path, review: Revie
         "from": "/b.txt",
         "mode": None,
         "refused": None,
+        "target": None,
     }
     assert renamed in as_json["changes"]
     assert "/.git/index" in [c["path"] for c in as_json["changes"]]

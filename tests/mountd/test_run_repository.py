@@ -219,6 +219,8 @@ def expected_summary() -> list[str]:
         line = f"  {changes[path]} {path}"
         if changes[path] == "R":
             line += f" (from {path.replace('/docs/manual/', '/docs/guide/')})"
+        if path == "/latest":
+            line += " -> docs/manual/intro.md"
         if changes[path] == "m":
             line += " (mode 0644 -> 0755)"  # (chmod +x: the one mode change)
         lines.append(line)

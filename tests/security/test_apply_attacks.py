@@ -169,7 +169,10 @@ def test_git_files_outside_the_allow_list_are_refused(
     done = mountd_run("--apply", "--", "sh", "-c", "set -e; " + script, cwd=repo)
     assert done.returncode == 0, done.stderr
     assert manifest(repo) == before
-    assert any(line.startswith(f"  A {refused} (refused: ") for line in summary_lines(done.stderr))
+    assert any(
+        line.startswith(f"  A {refused} ") and "(refused: " in line
+        for line in summary_lines(done.stderr)
+    )
     status = host_git(repo, "status", "--porcelain")
     assert (status.returncode, status.stdout) == (0, "")  # still a repository, and unlocked
     assert host_git(repo, "commit", "-q", "--allow-empty", "-m", "host").returncode == 0
@@ -223,7 +226,7 @@ def test_a_hooks_symlink_is_refused(repo: Path, marker: Path, tmp_path: Path) ->
     assert manifest(repo) == before
     lines = summary_lines(done.stderr)
     assert (
-        "  A /.git/hooks (refused: a symlink inside .git: git follows it wherever it points)"
+        "  A /.git/hooks -> x (refused: a symlink inside .git: git follows it wherever it points)"
         in lines
     )
     assert any(line.startswith("  A /.git/x/pre-commit (refused: not what git") for line in lines)
@@ -251,8 +254,8 @@ def test_apply_never_writes_through_a_host_symlink(repo: Path, marker: Path, mnt
         (mnt / "planted").symlink_to(".git/hooks")
         listed = mountd("changes", str(mnt), cwd=repo).stdout
         assert listed == (
-            "A /planted (refused: a symlink into a git directory: whatever writes through it "
-            "writes git's files)\n"
+            "A /planted -> .git/hooks (refused: a symlink into a git directory: whatever writes "
+            "through it writes git's files)\n"
         )
         diff = mountd("diff", str(mnt), cwd=repo)
         assert (diff.returncode, diff.stdout) == (0, "")  # nothing apply would write
@@ -327,8 +330,8 @@ def test_a_cow_without_a_policy_still_refuses_through_host_symlinks(
     assert done.returncode == 0, done.stderr
     lines = summary_lines(done.stderr)
     into_git = "a symlink into a git directory: whatever writes through it writes git's files"
-    assert f"  A /work/h (refused: {into_git})" in lines
-    assert f"  A /work/chained (refused: {into_git})" in lines
+    assert f"  A /work/h -> .git/hooks (refused: {into_git})" in lines
+    assert f"  A /work/chained -> h (refused: {into_git})" in lines
     assert (repo / "docs-link" / "pre-commit").is_file()  # a real directory now
     assert list((repo / ".git" / "hooks").iterdir()) == []
     assert not (repo / "h").exists() and not (repo / "chained").exists()
@@ -361,8 +364,8 @@ CONFIG = "git's config names commands git runs (core.hooksPath, core.fsmonitor, 
         ),
         (
             "rm -r docs && ln -s .git docs",
-            "  M /work/docs (refused: a symlink into a git directory: whatever writes through "
-            "it writes git's files)",
+            "  M /work/docs -> .git (refused: a symlink into a git directory: whatever writes "
+            "through it writes git's files)",
         ),
         (
             "git init -q --bare evil && printf '[alias]\\n\\tst = !touch {marker}\\n' >> evil/config",
@@ -745,3 +748,65 @@ def test_names_that_would_forge_or_erase_review_lines_are_quoted(tmp_path: Path)
     assert "  A forged" not in lines
     assert "\033" not in done.stderr + done.stdout
     assert 'diff --git "a/n\\n  A forged" "b/n\\n  A forged"\n' in done.stdout
+
+
+# --- 9: symlinks that lead out of the tree -------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "script",
+    [
+        "rm build.log && ln -s {outside} build.log",  # a file the host writes to, made a link
+        "ln -s ../outside/victim relative",  # .. past the top
+        "mkdir sub && ln -s . sub/here && ln -s sub/here/../../outside/victim chained",
+        "ln -s loop loop2 && ln -s loop2 loop",
+    ],
+    ids=["absolute", "dotdot", "through-a-link", "loop"],
+)
+def test_a_symlink_out_of_the_tree_is_refused(tmp_path: Path, script: str) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "victim").write_text("host file\n")
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "build.log").write_text("log\n")
+    before = manifest(tree)
+    done = mountd_run(
+        "--apply",
+        "--",
+        "sh",
+        "-c",
+        "set -e; " + script.format(outside=outside / "victim"),
+        cwd=tree,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = summary_lines(done.stderr)
+    assert any(
+        line.endswith(
+            "(refused: a symlink out of the tree (an absolute target, .. past the top, or a "
+            "loop): whatever follows it on the host reads or writes there)"
+        )
+        for line in lines
+    ), lines
+    after = manifest(tree)
+    assert {p: v for p, v in after.items() if p.split("/")[1] != "sub"} == before  # (sub: inside)
+    assert (outside / "victim").read_text() == "host file\n"
+
+
+def test_a_symlink_within_the_tree_is_applied_and_shown_with_its_target(tmp_path: Path) -> None:
+    tree = tmp_path / "tree"
+    (tree / "docs").mkdir(parents=True)
+    (tree / "docs" / "guide.md").write_text("guide\n")
+    done = mountd_run(
+        "--apply",
+        "--",
+        "sh",
+        "-c",
+        "ln -s docs/guide.md link && ln -s ../guide.md docs/up",
+        cwd=tree,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = summary_lines(done.stderr)
+    assert "  A /link -> docs/guide.md" in lines
+    assert "  A /docs/up -> ../guide.md" in lines
+    assert os.readlink(tree / "link") == "docs/guide.md"
