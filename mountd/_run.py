@@ -240,29 +240,29 @@ async def _run(
         fsname="agentroot-run", allow_other=user.switch, owners=owners, warm=request.warm
     )
     mountpoint = _mountpoint(user)
-    sandbox = Sandbox(
-        mountpoint,
-        entries,
-        request.command,
-        user,
-        net=request.net,
-        cwd=request.cwd,
-        at=request.at,
-        binds=binds,
-        landlock_abi=landlock_abi(),
-        cache=registry.state_dir(create=True),
-    )
-    files = sandbox.files(
-        passwd=_host_file("/etc/passwd"),
-        group=_host_file("/etc/group"),
-        git_config=git_config(owners_shown_as_another(owners, user)),
-    )
-    before: vfs.Checkpoint | None = None
-    if request.rewind_on_failure:
-        if not isinstance(request.tree, vfs.Checkpoints):
-            raise RunUsageError("--rewind-on-failure needs a tree that keeps checkpoints")
-        before = await request.tree.checkpoint("before the command")
-    try:
+    try:  # (whatever fails from here, the mountpoint goes)
+        sandbox = Sandbox(
+            mountpoint,
+            entries,
+            request.command,
+            user,
+            net=request.net,
+            cwd=request.cwd,
+            at=request.at,
+            binds=binds,
+            landlock_abi=landlock_abi(),
+            cache=registry.state_dir(create=True),
+        )
+        files = sandbox.files(
+            passwd=_host_file("/etc/passwd"),
+            group=_host_file("/etc/group"),
+            git_config=git_config(owners_shown_as_another(owners, user)),
+        )
+        before: vfs.Checkpoint | None = None
+        if request.rewind_on_failure:
+            if not isinstance(request.tree, vfs.Checkpoints):
+                raise RunUsageError("--rewind-on-failure needs a tree that keeps checkpoints")
+            before = await request.tree.checkpoint("before the command")
         with trio.open_signal_receiver(*SIGNALS) as signals:
             try:
                 async with mounted(root, mountpoint, options):
