@@ -737,7 +737,22 @@ async def _make_tree(source: Source) -> vfs.FileSystem:
         raise Failure(f"building {source.label} failed: {type(error).__name__}: {error}") from None
     if not isinstance(tree, vfs.FileSystem):
         raise UsageError(f"{source.label} returned {type(tree).__name__}, not a vfs.FileSystem")
+    await _probe(tree, source.label)
     return tree
+
+
+async def _probe(tree: vfs.FileSystem, label: str) -> None:
+    """Read the tree's root once before the mount is said to be live: a store that refuses
+    every request (no credentials, a wrong endpoint) fails here, with why, instead of serving
+    a mount where everything is denied."""
+    try:
+        async for _ in tree.list("/"):
+            break
+    except OSError as error:
+        raise Failure(
+            f"{label}: the tree's root cannot be listed: {error} (for a remote store: its "
+            "credentials, endpoint and bucket)"
+        ) from None
 
 
 def _mount_in_background(

