@@ -163,8 +163,9 @@ takes one. The host directory under the tree is never changed by any of this.
 
   mountd checkpoint MOUNTPOINT [--label L]   take one now (a labelled one is never pruned)
   mountd checkpoint list MOUNTPOINT          number, turn, label, time, and what changed since
-                                             the one before (A added, M modified, D deleted,
-                                             bytes of the files added or modified)
+                                             the state the tree grew from: the checkpoint taken
+                                             or rewound to before it (A added, M modified, D
+                                             deleted, bytes of the files added or modified)
   mountd checkpoint diff MOUNTPOINT A [B]    the git-style diff from checkpoint A to B (or now)
   mountd checkpoint rewind MOUNTPOINT N      the tree becomes checkpoint N at once; processes
                                              reading through the mount see N's bytes, while a
