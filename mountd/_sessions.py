@@ -91,9 +91,15 @@ class Session:
             self.lock_fd = -1
 
     def holds_changes(self) -> bool:
-        """Whether the upper holds anything but the layer's own record."""
+        """Whether the upper holds any change: a file or link anywhere in it (a deletion is a
+        record in the layer's reserved directory), or a directory beside that one."""
         upper = self.upper
-        return upper.is_dir() and any(entry.name != _RECORD_DIR for entry in upper.iterdir())
+        if not upper.is_dir():
+            return False
+        for directory, dirnames, filenames in os.walk(upper):
+            if filenames or (directory == str(upper) and set(dirnames) - {_RECORD_DIR}):
+                return True
+        return False
 
     def discard(self) -> None:
         """Remove the session and everything in it."""
