@@ -140,7 +140,7 @@ def test_an_ephemeral_mount_forks_into_a_session(repository: Path, tmp_path: Pat
         assert (other / "link").read_text() == "value = 3\n"
         changes = mountd("changes", str(other), cwd=repository)
         assert changes.stdout.splitlines() == [
-            "A /link",
+            "A /link -> src/a.py",
             "M /src/a.py",
             "D /src/pkg/",
             "D /src/pkg/b.py",
