@@ -84,11 +84,20 @@ What the rows leave out is refused with :data:`NOT_GIT_S_OWN` (``shallow``, ``rr
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from vfs import CowFileSystem, Kind, Policy, TreeChange, normalize_path, posix_view
+from vfs import (
+    CowFileSystem,
+    Kind,
+    Policy,
+    PosixFileSystem,
+    TreeChange,
+    normalize_path,
+    posix_view,
+)
 from vfs.lowlevel import (
     ROOT,
     add_prefix,
@@ -100,7 +109,8 @@ from vfs.lowlevel import (
     writer_view,
 )
 
-from ._git_index import index_refusal
+from ._git_index import index_entries, index_refusal
+from ._git_objects import loose_object_refusal, pack_refusal, reflog_refusal
 
 ANY_ENTRY: frozenset[Kind] = frozenset({"file", "directory", "symlink"})
 ANY_CHANGE = frozenset({"added", "modified", "deleted", "mode_changed"})
@@ -267,26 +277,51 @@ GIT_RULES: tuple[GitRule, ...] = (
         False,
         "a pack changed in place: its name is its content's hash, git never rewrites one",
     ),
+    *(
+        GitRule(
+            pattern,
+            ANY_ENTRY,
+            frozenset({"deleted"}),
+            False,
+            "apply never deletes git's objects (a deleted pack takes history with it; git gc "
+            "on the host removes what nothing needs)",
+        )
+        for pattern in (f"objects/{_HEX2}", f"objects/{_HEX2}/*", "objects/pack/*")
+    ),
     GitRule(
         f"objects/{_HEX2}",
         DIRECTORY,
-        frozenset({"added", "deleted"}),
+        frozenset({"added"}),
         True,
         "a directory of loose objects",
     ),
     GitRule(
         f"objects/{_HEX2}/[0-9a-f][0-9a-f]*",
         FILE,
-        frozenset({"added", "deleted"}),
+        frozenset({"added"}),
         True,
         "a loose object",
     ),
     GitRule(
         "objects/pack/pack-*",
         FILE,
-        frozenset({"added", "deleted"}),
+        frozenset({"added"}),
         True,
         "a pack, its index or its companion files",
+    ),
+    GitRule(
+        "refs/replace",
+        ANY_ENTRY,
+        ANY_CHANGE,
+        False,
+        "replace refs change what existing commits and files mean, unseen in any diff",
+    ),
+    GitRule(
+        "refs/replace/**",
+        ANY_ENTRY,
+        ANY_CHANGE,
+        False,
+        "replace refs change what existing commits and files mean, unseen in any diff",
     ),
     GitRule("refs/**", ANY_ENTRY - {"symlink"}, ANY_CHANGE, True, "a ref or a directory of refs"),
     GitRule("logs/**", ANY_ENTRY - {"symlink"}, ANY_CHANGE, True, "a reflog"),
@@ -325,6 +360,10 @@ _LOOSE_NAME = re.compile(r"[0-9a-f]{38}|[0-9a-f]{62}")
 
 NESTED_GIT = "a .git inside a git directory: git would take it for a repository of its own"
 SYMLINK_INTO_GIT = "a symlink into a git directory: whatever writes through it writes git's files"
+NEW_REPOSITORY = (
+    "{directory} becomes a git directory here (git run there reads its config and runs its "
+    "hooks): apply makes no repository but a .git"
+)
 SYMLINK_OUT = (
     "a symlink out of the tree (an absolute target, .. past the top, or a loop): whatever "
     "follows it on the host reads or writes there"
@@ -437,7 +476,7 @@ async def bare_repository(cow: CowFileSystem, path: str, seen: dict[str, bool]) 
     return None
 
 
-async def _looks_like_repository(cow: CowFileSystem, directory: str) -> bool:
+async def _looks_like_repository(cow: PosixFileSystem, directory: str) -> bool:
     """Whether git might take ``directory`` for a repository: a ``HEAD`` that is not a
     directory, with ``commondir`` (git then looks for the rest there) or with ``objects`` and
     ``refs`` of any kind. Git asks more (a ``HEAD`` it can parse, in one of several spellings
@@ -470,11 +509,18 @@ async def _own_reason(
         judged = [(change.path, change.kind)]
     for path, kind in judged:
         bare = None if git_segments(path) else await bare_repository(cow, path, seen)
+        new_repository = (
+            bare is not None
+            and kind != "deleted"
+            and not await _looks_like_repository(posix_view(cow.lower), bare)
+        )
+        if new_repository:
+            return NEW_REPOSITORY.format(directory=bare)
         reason = git_reason(path, change.entry, kind, bare)
         if reason is None and change.entry == "file" and kind in ("added", "modified"):
             relative = in_git_directory(path, bare)
-            if relative is not None and relative.lower() == "index":
-                reason = await index_refusal(await read_file_bytes(cow, path))
+            if relative is not None:
+                reason = await _content_reason(cow, path, relative, kind)
         if reason is not None:
             return reason if bare is None else f"{reason} ({bare} is a git directory)"
     if change.entry == "symlink" and change.kind != "deleted":
@@ -495,6 +541,70 @@ async def _own_reason(
     return None
 
 
+async def _content_reason(cow: CowFileSystem, path: str, relative: str, kind: str) -> str | None:
+    """Why one of git's own files, added or modified at ``path`` (``relative`` in its git
+    directory), must not be applied for what it holds (see :mod:`mountd._git_index` and
+    :mod:`mountd._git_objects`); ``None`` when nothing here judges it."""
+    lowered = relative.lower()
+    if lowered == "index":
+        data = await read_file_bytes(cow, path)
+        reason = await index_refusal(data)
+        if reason is None and path.endswith("/.git/index"):
+            reason = await _staged_symlink_reason(cow, path, data)
+        return reason
+    if kind == "added" and _LOOSE_PATH.fullmatch(lowered):
+        return loose_object_refusal(relative, await read_file_bytes(cow, path))
+    if kind == "added" and lowered.startswith("objects/pack/") and lowered.endswith(".idx"):
+        pack = path[: -len(".idx")] + ".pack"
+        if (await cow.lstat(pack)).kind != "file":
+            return f"{relative}: a pack index without its pack"
+        return await pack_refusal(
+            await read_file_bytes(cow, path), await read_file_bytes(cow, pack)
+        )
+    if kind == "modified" and lowered.startswith("logs/"):
+        old = await read_file_bytes(posix_view(cow.lower), path)
+        return reflog_refusal(relative, old, await read_file_bytes(cow, path))
+    return None
+
+
+async def _staged_symlink_reason(cow: CowFileSystem, index_path: str, data: bytes) -> str | None:
+    """A symlink the index stages anew must be the work tree's own, judged as that symlink is:
+    else ``git restore .`` on the host makes one no review showed (pointing anywhere)."""
+    new = await index_entries(data)
+    if isinstance(new, str):
+        return new
+    lower = posix_view(cow.lower)
+    old: dict[str, tuple[str, str]] | str = {}
+    if (await lower.lstat(index_path)).kind == "file":
+        old = await index_entries(await read_file_bytes(lower, index_path))
+    work = parent_path(parent_path(index_path))
+    for entry, (mode, object_id) in new.items():
+        if mode != _SYMLINK_MODE or (isinstance(old, dict) and old.get(entry) == new[entry]):
+            continue
+        path = add_prefix(ROOT + entry, work)
+        shown = (await cow.lstat(path)).kind == "symlink"
+        if not shown or _blob_id(await cow.readlink(path), len(object_id)) != object_id:
+            return f"the index stages a symlink at {entry!r} that the work tree does not hold"
+        if await _leads_out(cow, path):
+            return f"the index stages a symlink at {entry!r}: {SYMLINK_OUT}"
+        if await _leads_into_git(cow, path):
+            return f"the index stages a symlink at {entry!r}: {SYMLINK_INTO_GIT}"
+    return None
+
+
+_SYMLINK_MODE = "120000"
+
+
+def _blob_id(target: str, digits: int) -> str:
+    """The object id git gives a symlink's blob (its target), in the repository's hash."""
+    data = target.encode("utf-8", "surrogateescape")
+    make = hashlib.sha256 if digits == 64 else hashlib.sha1
+    return make(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+_LOOSE_PATH = re.compile(r"objects/[0-9a-f]{2}/[0-9a-f]{38}|objects/[0-9a-f]{2}/[0-9a-f]{62}")
+
+
 async def _leads_into_git(cow: CowFileSystem, path: str) -> bool:
     target = await cow.readlink(path)
     if any(name.lower() == ".git" for name in target.split("/")):
@@ -513,12 +623,14 @@ _HOPS_AT_MOST = 40  # symlinks followed in one resolution, as the kernel's MAXSY
 
 async def _leads_out(cow: CowFileSystem, path: str) -> bool:
     """Whether the symlink at ``path``, followed as the host follows it (``..`` of the top
-    leaves the tree, an absolute target is the host's), leads out of the tree; a loop counts
-    as leading out. Missing names are taken for directories (they may be made later)."""
+    leaves the tree, an absolute target is the host's), leads out of the tree, or may once
+    the tree changes: a loop counts as leading out, and so does ``..`` of a name that is not
+    there yet (a later symlink there could send it anywhere)."""
     target = await cow.readlink(path)
     if target.startswith("/"):
         return True
     current = [name for name in parent_path(path).split("/") if name]
+    missing = 0  # how many of the last names of ``current`` are not in the tree
     pending = target.split("/")
     hops = 0
     while pending:
@@ -526,12 +638,15 @@ async def _leads_out(cow: CowFileSystem, path: str) -> bool:
         if name in ("", "."):
             continue
         if name == "..":
-            if not current:
+            if not current or missing:
                 return True
             current.pop()
             continue
         probe = "/" + "/".join([*current, name])
-        if (await cow.lstat(probe)).kind == "symlink":
+        kind = (await cow.lstat(probe)).kind
+        if kind == "missing":
+            missing += 1
+        elif kind == "symlink":
             hops += 1
             link = await cow.readlink(probe)
             if hops > _HOPS_AT_MOST or link.startswith("/"):

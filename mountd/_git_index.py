@@ -10,14 +10,20 @@ an index written byte by byte inside the sandbox can name ``../outside`` or
 project, or a hook that runs on the next commit. Apply writes ``.git/index`` (an agent's ``git
 add`` lands in it), so before it does, :func:`index_refusal` reads the new index with git
 itself (the same parser the host's git uses, in a scratch repository with no configuration)
-and refuses it when git cannot read it, or when an entry's path is one git refuses to add
+and refuses it when git cannot read it, when an entry's path is one git refuses to add
 (:func:`unsafe_entry`: git's ``verify_path`` with ``core.protectNTFS`` and ``core.protectHFS``
-on, the strictest of its platforms').
+on, the strictest of its platforms'), or when it is a sparse index (an entry standing for a
+whole tree, which git expands later from objects this review never lists). What else an index
+carries could lie about its entries (its cached trees, which the next commit takes for every
+directory it does not touch), so apply never writes the index it was given but the one git
+rebuilds from its entries alone (:func:`rebuilt_index`). (A staged symlink is judged against the
+work tree by :mod:`mountd._apply_rules`.)
 """
 
 from __future__ import annotations
 
 import os
+import subprocess
 import tempfile
 
 import anyio
@@ -70,46 +76,87 @@ def _scratch_repository(scratch: str, index_data: bytes) -> tuple[str, str]:
 
 async def index_refusal(data: bytes) -> str | None:
     """Why the index ``data`` must not be applied (see the module docstring), or ``None``."""
-    entries = await index_entries(data)
-    if isinstance(entries, str):
-        return entries
-    for path, (mode, _) in entries.items():
-        reason = unsafe_entry(path, mode)
-        if reason is not None:
-            return reason
+    with tempfile.TemporaryDirectory(prefix="agentroot-index-") as scratch:
+        git = _Scratch(scratch, data)
+        entries = await git.entries(sparse=True)
+        if isinstance(entries, str):
+            return entries
+        for path, (mode, _) in entries.items():
+            if mode == _TREE_MODE:
+                return (
+                    f"a sparse index: its entry {path!r} stands for a tree git expands later, "
+                    "unseen by this review"
+                )
+            reason = unsafe_entry(path, mode)
+            if reason is not None:
+                return reason
     return None
 
 
+async def rebuilt_index(data: bytes) -> bytes:
+    """The index ``data`` as git makes it from its entries alone (path, mode, object, stage):
+    what apply writes. Everything else an index can carry is left behind: its cached trees
+    (the TREE extension, which the next commit takes for every directory it does not touch,
+    whatever the entries say), the untracked cache, the fsmonitor token, a split index's link,
+    the skip-worktree and assume-unchanged flags, the files' recorded times (so the host's git
+    looks at every file once, by its content). ``OSError`` when git cannot make it."""
+    with tempfile.TemporaryDirectory(prefix="agentroot-index-") as scratch:
+        git = _Scratch(scratch, data)
+        listed = await git.run("ls-files", "-z", "-s")
+        made = await git.run("update-index", "-z", "--index-info", stdin=listed.stdout, on="copy")
+        if listed.returncode != 0 or made.returncode != 0:
+            why = (listed.stderr + made.stderr).decode("utf-8", "replace").strip()
+            raise OSError(f"git could not rebuild the index: {why}")
+        return await anyio.Path(git.copy).read_bytes()
+
+
 async def index_entries(data: bytes) -> dict[str, tuple[str, str]] | str:
-    """``path -> (mode, object id)`` of every stage-0 entry of the index ``data`` (a conflict's
-    stages as ``path`` with the highest stage), read by git in a scratch repository with no
+    """``path -> (mode, object id)`` of every entry of the index ``data`` (a conflict's stages
+    as ``path`` with the highest stage), read by git in a scratch repository with no
     configuration; or why git cannot read it."""
     with tempfile.TemporaryDirectory(prefix="agentroot-index-") as scratch:
-        git_dir, index = _scratch_repository(scratch, data)
-        # Nothing of the host's git set-up: no GIT_* variable, no system or global config.
+        return await _Scratch(scratch, data).entries(sparse=False)
+
+
+_TREE_MODE = "040000"
+
+
+class _Scratch:
+    """An empty repository in ``scratch`` with the index to judge (and one rebuilt from its
+    entries), and git run there with nothing of the host's set-up: no GIT_* variable, no
+    configuration."""
+
+    def __init__(self, scratch: str, data: bytes) -> None:
+        self.git_dir, self.index = _scratch_repository(scratch, data)
+        self.copy = self.index + ".rebuilt"  # made from the entries alone: no cached trees
+        self.scratch = scratch
+
+    async def run(
+        self, *args: str, stdin: bytes | None = None, on: str = "index"
+    ) -> subprocess.CompletedProcess[bytes]:
         env = {
             "PATH": os.environ.get("PATH", os.defpath),
-            "HOME": scratch,
+            "HOME": self.scratch,
             "GIT_CONFIG_NOSYSTEM": "1",
             "GIT_CONFIG_GLOBAL": os.devnull,
-            "GIT_INDEX_FILE": index,
+            "GIT_INDEX_FILE": self.index if on == "index" else self.copy,
         }
+        command = ["git", f"--git-dir={self.git_dir}", f"--work-tree={self.scratch}", *args]
+        return await anyio.run_process(command, input=stdin, env=env, check=False)
+
+    async def entries(self, *, sparse: bool) -> dict[str, tuple[str, str]] | str:
         try:
-            done = await anyio.run_process(
-                ["git", f"--git-dir={git_dir}", f"--work-tree={scratch}", "ls-files", "-z", "-s"],
-                env=env,
-                check=False,
-            )
+            done = await self.run("ls-files", "-z", "-s", *(["--sparse"] if sparse else []))
         except OSError as error:  # no git here: nothing can say the index is safe
             return f"{UNREADABLE}: {error}"
-    if done.returncode != 0:
         detail = done.stderr.decode("utf-8", "replace").strip().splitlines()
-        return f"{UNREADABLE}: {detail[-1]}" if detail else UNREADABLE
-    entries: dict[str, tuple[str, str]] = {}
-    for record in done.stdout.split(b"\0"):
-        if not record:
-            continue
-        meta, _, raw = record.partition(b"\t")
-        mode, object_id, _stage = meta.decode("ascii", "replace").split(" ", 2)
-        entries[raw.decode("utf-8", "surrogateescape")] = (mode, object_id)
-    return entries
+        if done.returncode != 0 or detail:  # (a sparse entry's tree git could not expand, ...)
+            return f"{UNREADABLE}: {detail[-1]}" if detail else UNREADABLE
+        entries: dict[str, tuple[str, str]] = {}
+        for record in done.stdout.split(b"\0"):
+            if not record:
+                continue
+            meta, _, raw = record.partition(b"\t")
+            mode, object_id, _stage = meta.decode("ascii", "replace").split(" ", 2)
+            entries[raw.decode("utf-8", "surrogateescape")] = (mode, object_id)
+        return entries

@@ -8,7 +8,8 @@ what no file diff shows: a branch that is not checked out moved to a commit the 
 (a later checkout, merge or push takes it), an index staging bytes the work tree does not hold
 (a later commit takes them, a ``git restore .`` writes them). So the review names them:
 :func:`git_state_lines` answers one line per ref whose value changed (``HEAD`` included), old
-and new, and one naming the paths whose staged entry changed. Everything is read from the files
+and new (``HEAD`` and ``MERGE_HEAD``-like files too), and one naming the paths whose staged
+entry changed. Everything is read from the files
 themselves, in the host directory (the lower) and in the layer: loose refs, ``packed-refs`` and
 ``HEAD`` as text, the index by git in a scratch repository (:mod:`mountd._git_index`); git is
 never run in the layer, whose config the command may have written.
@@ -16,6 +17,7 @@ never run in the layer, whose config the command may have written.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 from vfs import CowFileSystem, PosixFileSystem, TreeChange, posix_view
@@ -24,6 +26,8 @@ from vfs.lowlevel import quoted, read_file_bytes
 from ._git_index import index_entries
 
 GIT_DIR = "/.git"
+# HEAD and the *_HEAD files beside it (MERGE_HEAD: a commit's second parent; ORIG_HEAD, ...)
+_HEAD_FILE = re.compile(r"(?:[A-Z_]+_)?HEAD")
 _SHOWN_PATHS = 10  # staged paths named on the line; the rest are counted
 
 
@@ -37,7 +41,9 @@ async def git_state_lines(cow: CowFileSystem, changes: Iterable[TreeChange]) -> 
             if path is None or not path.startswith(GIT_DIR + "/"):
                 continue
             relative = path[len(GIT_DIR) + 1 :]
-            if relative == "HEAD" or (relative.startswith("refs/") and change.entry == "file"):
+            if _HEAD_FILE.fullmatch(relative) or (
+                relative.startswith("refs/") and change.entry == "file"
+            ):
                 refs.add(relative)
             elif relative == "packed-refs":
                 packed = True

@@ -56,10 +56,12 @@ from vfs.lowlevel import (
     UnionFileSystem,
     add_prefix,
     quoted,
+    read_file_bytes,
     select_changes,
 )
 
-from ._apply_rules import Refusal, refusals, refused_in
+from ._apply_rules import Refusal, in_git_directory, refusals, refused_in
+from ._git_index import rebuilt_index
 
 GIT_DIR = "/.git"
 
@@ -249,6 +251,17 @@ class Applied:
     set_id_cleared: tuple[str, ...] = ()
 
 
+CHECKPOINT_INDEX = (
+    "a checkpoint's git index is not applied (apply writes git's rebuild of an index, which a "
+    "checkpoint cannot hold); apply the tree now"
+)
+
+
+def _is_index(change: TreeChange) -> bool:
+    relative = in_git_directory(change.path)
+    return change.entry == "file" and relative is not None and relative.lower() == "index"
+
+
 async def apply_unprotected(
     found: CowAt, policy: Policy | None, paths: Iterable[str] | None = None
 ) -> Applied:
@@ -273,6 +286,16 @@ async def apply_unprotected(
             mode = (await cow.lstat(change.path)).mode
             if mode is not None and mode & SET_ID_BITS:
                 cleared.append(change.path)
+    indexes = [c for c in chosen if c.kind in ("added", "modified") and _is_index(c)]
+    if indexes and found.view is not None:  # a checkpoint's view cannot take a rebuilt index
+        kept += tuple(Refusal(change, CHECKPOINT_INDEX) for change in indexes)
+        chosen = [c for c in chosen if c not in indexes]
+        if not chosen:
+            return Applied((), kept)
+    elif indexes:
+        for change in indexes:  # what is written is git's rebuild of it (see mountd._git_index)
+            rebuilt = await rebuilt_index(await read_file_bytes(cow, change.path))
+            await found.cow.write(change.path, rebuilt)
     applied = await found.cow.apply(
         None if paths is None else list(paths), only=chosen, checkpoint=found.checkpoint
     )

@@ -480,7 +480,7 @@ def test_serve_returns_when_unmounted_from_outside(tmp_path: Path) -> None:
 
 def test_serve_refuses_a_missing_mountpoint(tmp_path: Path) -> None:
     async def main() -> None:
-        with pytest.raises(OSError, match="not a directory"):
+        with pytest.raises(OSError, match="does not exist"):
             await serve(vfs.temp_fs(), tmp_path / "missing")
 
     trio.run(main)

@@ -369,7 +369,8 @@ CONFIG = "git's config names commands git runs (core.hooksPath, core.fsmonitor, 
         ),
         (
             "git init -q --bare evil && printf '[alias]\\n\\tst = !touch {marker}\\n' >> evil/config",
-            f"  A /work/evil/config (refused: {CONFIG} (/evil is a git directory))",
+            "  A /work/evil/config (refused: /evil becomes a git directory here (git run there "
+            "reads its config and runs its hooks): apply makes no repository but a .git)",
         ),
         (
             "git init -q --template= sub && mkdir sub/.git/hooks && {hook} sub/.git/hooks/pre-commit",
@@ -678,10 +679,7 @@ def test_a_directory_git_takes_for_a_repository_keeps_its_config_out(
     done = mountd_run("--apply", "--", "sh", "-c", "set -e; " + script, cwd=repo)
     assert done.returncode == 0, done.stderr
     lines = summary_lines(done.stderr)
-    assert any(
-        line.startswith("  A /docs/config (refused: git's config names commands git runs")
-        for line in lines
-    ), done.stderr
+    assert any(line.startswith("  A /docs/config (refused: ") for line in lines), done.stderr
     assert not (repo / "docs" / "config").exists()
     assert not (repo / "docs" / "c" / "config").exists()
     subprocess.run(["git", "status"], cwd=repo / "docs", env=git_env(), capture_output=True)
@@ -810,3 +808,198 @@ def test_a_symlink_within_the_tree_is_applied_and_shown_with_its_target(tmp_path
     assert "  A /link -> docs/guide.md" in lines
     assert "  A /docs/up -> ../guide.md" in lines
     assert os.readlink(tree / "link") == "docs/guide.md"
+
+
+# --- 10: git's objects and state, forged ----------------------------------------------------------
+
+# Index A's entries followed by index B's extensions (B's cached trees over A's entries):
+# ``python3 -c GRAFT A B OUT``.
+GRAFT = """
+import hashlib, struct, sys
+def split(data):
+    count = struct.unpack(">I", data[8:12])[0]
+    offset = 12
+    for _ in range(count):
+        length = struct.unpack(">H", data[offset + 60 : offset + 62])[0] & 0xFFF
+        offset += (62 + length + 8) // 8 * 8
+    return data[:offset], data[offset:-20]
+entries, _ = split(open(sys.argv[1], "rb").read())
+_, extensions = split(open(sys.argv[2], "rb").read())
+body = entries + extensions
+open(sys.argv[3], "wb").write(body + hashlib.sha1(body).digest())
+"""
+
+# A version-3 index with one sparse directory entry (mode 040000, the skip-worktree flag, an
+# ``sdir`` extension) beside file entries: ``python3 -c SPARSE OUT TREE DIR [MODE OID NAME]...``.
+SPARSE = """
+import hashlib, struct, sys
+out, tree, name = sys.argv[1:4]
+rest = sys.argv[4:]
+rows = [(int(rest[i], 8), rest[i + 1], rest[i + 2], False) for i in range(0, len(rest), 3)]
+rows.append((0o040000, tree, name + "/", True))
+rows.sort(key=lambda row: row[2].encode())
+body = b""
+for mode, oid, path, sparse in rows:
+    raw = path.encode()
+    entry = struct.pack(">10I", 0, 0, 0, 0, 0, 0, mode, 0, 0, 0) + bytes.fromhex(oid)
+    fixed = 64 if sparse else 62
+    entry += struct.pack(">HH", len(raw) | 0x4000, 0x4000) if sparse else struct.pack(">H", len(raw))
+    entry += raw
+    body += entry + b"\\0" * ((fixed + len(raw) + 8) // 8 * 8 - fixed - len(raw))
+data = b"DIRC" + struct.pack(">II", 3, len(rows)) + body + b"sdir" + struct.pack(">I", 0)
+open(out, "wb").write(data + hashlib.sha1(data).digest())
+"""
+
+
+def packed_repo(root: Path) -> Path:
+    repo = make_repo(root)
+    git(repo, "gc", "-q")
+    return repo
+
+
+def test_a_forged_object_in_place_of_a_packed_one_is_refused(tmp_path: Path, marker: Path) -> None:
+    repo = packed_repo(tmp_path / "repo")
+    script = (
+        "set -e; cp .git/objects/pack/*.pack /tmp/p.pack; rm .git/objects/pack/pack-*; "
+        "git unpack-objects -q < /tmp/p.pack; id=$(git rev-parse HEAD:run.sh); "
+        "f=.git/objects/$(echo $id | cut -c1-2)/$(echo $id | cut -c3-); chmod u+w $f; "
+        "python3 -c 'import sys, zlib; c = b\"#!/bin/sh\\ntouch " + str(marker) + '\\n"; '
+        'open(sys.argv[1], "wb").write(zlib.compress(b"blob %d\\0" % len(c) + c))\' $f'
+    )
+    copy = potent(repo, tmp_path, script)
+    assert "touch" in host_git(copy, "show", "HEAD:run.sh").stdout  # the attack is real
+
+    before = manifest(repo)
+    done = mountd_run("--apply", "--", "sh", "-c", script, cwd=repo)
+    assert done.returncode == 0, done.stderr
+    lines = summary_lines(done.stderr)
+    assert any(
+        line.startswith("  D /.git/objects/pack/pack-")
+        and "apply never deletes git's objects" in line
+        for line in lines
+    ), lines
+    assert any("its content is not the object its name says (forged)" in line for line in lines)
+    assert host_git(repo, "show", "HEAD:run.sh").stdout == "#!/bin/sh\necho run\n"
+    git(repo, "fsck", "--strict")
+    assert {p: v for p, v in manifest(repo).items() if "/objects/" not in p} == {
+        p: v for p, v in before.items() if "/objects/" not in p
+    }
+
+
+def test_an_index_is_applied_without_the_cached_trees_it_came_with(
+    repo: Path, marker: Path, tmp_path: Path
+) -> None:
+    """An index whose cached trees (the TREE extension) lie about its entries: the user's next
+    commit of an unrelated file would take the agent's tree for every other directory."""
+    script = (
+        "set -e; cp .git/index /tmp/A; cp docs/guide.md /tmp/o; "
+        f"echo 'touch {marker}' > docs/guide.md; git add docs/guide.md; git write-tree >/dev/null; "
+        f"cp .git/index /tmp/B; cp /tmp/o docs/guide.md; python3 -c '{GRAFT}' /tmp/A /tmp/B .git/index"
+    )
+    git(repo, "write-tree")  # (a fresh index with its cached trees, as after any commit)
+    # (Only through the sandbox is the attack whole: there the restored file is no change, so
+    # the host's file keeps the times its index entry records, and git trusts the lie.)
+    done = mountd_run("--apply", "--", "sh", "-c", script, cwd=repo)
+    assert done.returncode == 0, done.stderr
+    assert "(refused" not in done.stderr
+    assert b"TREE" not in (repo / ".git" / "index").read_bytes()  # git rebuilt it: no cache
+    (repo / "README.md").write_text("# edited\n")
+    assert host_git(repo, "status", "--porcelain").stdout == " M README.md\n"
+    assert host_git(repo, "commit", "-q", "-am", "readme").returncode == 0
+    assert host_git(repo, "show", "HEAD:docs/guide.md").stdout == "# guide\n"
+
+
+def test_a_sparse_index_is_refused(repo: Path) -> None:
+    script = (
+        "set -e; b=$(echo evil | git hash-object -w --stdin); "
+        "t=$(printf '100644 blob %s\\tMakefile\\n' $b | git mktree); "
+        f"python3 -c '{SPARSE}' .git/index $t build "
+        "100644 $(git rev-parse HEAD:README.md) README.md"
+    )
+    index = (repo / ".git" / "index").read_bytes()
+    done = mountd_run("--apply", "--", "sh", "-c", script, cwd=repo)
+    assert done.returncode == 0, done.stderr
+    assert any(
+        line.startswith("  M /.git/index (refused: git cannot read this index: ")
+        for line in summary_lines(done.stderr)
+    ), done.stderr
+    assert (repo / ".git" / "index").read_bytes() == index
+
+
+def test_a_symlink_staged_without_the_work_tree_is_refused(repo: Path, tmp_path: Path) -> None:
+    target = tmp_path / "victim"
+    script = (
+        f"b=$(printf {target} | git hash-object -w --stdin); "
+        "git update-index --add --cacheinfo 120000,$b,build.log"
+    )
+    done = mountd_run("--apply", "--", "sh", "-c", script, cwd=repo)
+    assert done.returncode == 0, done.stderr
+    assert (
+        "  M /.git/index (refused: the index stages a symlink at 'build.log' that the work tree "
+        "does not hold)" in summary_lines(done.stderr)
+    )
+    host_git(repo, "restore", ".")
+    assert not (repo / "build.log").is_symlink()
+
+
+def test_a_symlink_through_a_name_not_there_yet_is_refused(tmp_path: Path) -> None:
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    done = mountd_run("--apply", "--", "sh", "-c", "ln -s m/../../x build.log", cwd=tree)
+    assert done.returncode == 0, done.stderr
+    assert any("(refused: a symlink out of the tree" in line for line in summary_lines(done.stderr))
+    assert not (tree / "build.log").is_symlink()
+
+
+def test_a_repository_made_across_two_runs_is_refused(repo: Path, marker: Path) -> None:
+    first = mountd_run(
+        "--apply", "--", "sh", "-c",
+        f"mkdir tools && printf '[core]\\n\\tpager = \"touch {marker}; cat\"\\n' > tools/config",
+        cwd=repo,
+    )  # fmt: skip
+    assert first.returncode == 0, first.stderr
+    assert (repo / "tools" / "config").exists()  # not a git directory: a file like another
+    second = mountd_run(
+        "--apply", "--", "sh", "-c",
+        "cd tools && echo 'ref: refs/heads/main' > HEAD && mkdir objects refs && touch refs/x",
+        cwd=repo,
+    )  # fmt: skip
+    assert second.returncode == 0, second.stderr
+    assert any(
+        line.startswith("  A /tools/HEAD (refused: /tools becomes a git directory here")
+        for line in summary_lines(second.stderr)
+    ), second.stderr
+    assert not (repo / "tools" / "HEAD").exists()
+
+
+def test_a_rewritten_stash_reflog_is_refused(repo: Path) -> None:
+    (repo / "README.md").write_text("# stashed\n")
+    git(repo, "stash", "-q")
+    reflog = (repo / ".git" / "logs" / "refs" / "stash").read_bytes()
+    script = (
+        "set -e; echo evil > run.sh; c=$(git stash create); git checkout -q run.sh; "
+        'old=$(git rev-parse refs/stash); sed -i "s/ $old / $c /" .git/logs/refs/stash'
+    )
+    done = mountd_run("--apply", "--", "sh", "-c", script, cwd=repo)
+    assert done.returncode == 0, done.stderr
+    assert any(
+        "a reflog rewritten, not appended to" in line for line in summary_lines(done.stderr)
+    ), done.stderr
+    assert (repo / ".git" / "logs" / "refs" / "stash").read_bytes() == reflog
+
+
+def test_replace_refs_are_refused_and_merge_heads_are_named(repo: Path) -> None:
+    script = (
+        "set -e; n=$(echo evil | git hash-object -w --stdin); git replace $(git rev-parse "
+        "HEAD:run.sh) $n; git rev-parse HEAD > .git/MERGE_HEAD"
+    )
+    done = mountd_run("--apply", "--", "sh", "-c", script, cwd=repo)
+    assert done.returncode == 0, done.stderr
+    lines = summary_lines(done.stderr)
+    assert any(
+        line.startswith("  A /.git/refs/replace/")
+        and "(refused: replace refs change what existing commits and files mean" in line
+        for line in lines
+    ), lines
+    assert any(line.startswith("    MERGE_HEAD: made, ") for line in lines), lines
+    assert host_git(repo, "show", "HEAD:run.sh").stdout == "#!/bin/sh\necho run\n"
