@@ -38,9 +38,11 @@ layer's own coordinates, the host directory's.
 Git directories. A path segment named ``.git`` (in any letter case: a case-folding host
 directory would take ``.GIT`` for it) starts a git directory, anywhere in the tree: a nested
 repository's ``sub/.git`` is judged like the top one. So does a directory git would take for a
-bare repository (``HEAD``, ``objects/``, ``refs/``: :func:`bare_repository`), since a git
-command run anywhere inside it reads its ``config`` and runs its hooks. Inside it, only what git's own commands
-write in a normal session is applied, as the first matching row of :data:`GIT_RULES` says (by
+bare repository (a ``HEAD`` with ``commondir``, or with ``objects`` and ``refs``:
+:func:`bare_repository`), since a git command run anywhere inside it reads its ``config`` and
+runs its hooks; apply never makes one (a change that would turn a directory that is not one on
+the host into one is refused: a ``config`` applied in one run, a ``HEAD`` in the next, would).
+Inside a git directory, only what git's own commands write in a normal session is applied, as the first matching row of :data:`GIT_RULES` says (by
 the path relative to the git directory, the entry's kind and the change's kind; a rename is
 judged as a deletion at its old path and an addition at its new one). A path matching no row is
 refused. A ``.git`` inside a git directory is refused outright (git would take it for a
@@ -64,10 +66,13 @@ repository of its own). The rows, in order:
 * ``rebase-merge/``, ``rebase-apply/``, ``sequencer/``: an interrupted rebase's or
   cherry-pick's todo list; ``git rebase --continue`` on the host runs its ``exec`` lines;
 * a loose object or pack file changed in place: its name is its content's hash, git never
-  rewrites one, so a changed one is corruption;
+  rewrites one, so a changed one is corruption; and any object or pack deleted (a pack deleted
+  and its objects written back loose under their names, with other bytes, would change what
+  every commit means: ``git gc`` on the host removes what nothing needs);
 * objects: loose objects (``objects/xx/`` and the file named by the rest of the hash) and packs
-  (``objects/pack/pack-*`` with git's suffixes), added or deleted (``git gc`` deletes loose
-  objects it packed);
+  (``objects/pack/pack-*`` with git's suffixes), added;
+* ``refs/replace/``: a replace ref makes git show other bytes for an existing object, unseen
+  in any diff;
 * ``refs/``, ``logs/``: branch, tag and remote refs and their reflogs, any change;
 * ``packed-refs``, ``index``, ``HEAD``, the ``*_HEAD`` files (``ORIG_HEAD``, ``FETCH_HEAD``,
   ``MERGE_HEAD``, ...), ``AUTO_MERGE``, ``COMMIT_EDITMSG``, ``MERGE_MSG``, ``MERGE_MODE``,
@@ -80,6 +85,13 @@ repository of its own). The rows, in order:
 
 What the rows leave out is refused with :data:`NOT_GIT_S_OWN` (``shallow``, ``rr-cache/``,
 ``FETCH_HEAD``-like state of other tools, a mode change of git's files, ...).
+
+What a row applies is then judged by what it holds (:func:`_content_reason`): an added loose
+object must hash to its name and an added pack index pass git's ``verify-pack``
+(:mod:`mountd._git_objects`); a reflog may only grow; the index must be one git reads without
+error, naming no path git would refuse, not sparse, staging no symlink the work tree does not
+hold (:mod:`mountd._git_index`), and what apply writes is git's rebuild of it from its entries
+(``mountd._review.apply_unprotected``).
 """
 
 from __future__ import annotations
