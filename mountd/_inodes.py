@@ -135,6 +135,10 @@ class InodeTable:
         self._nodes: dict[int, Node] = {ROOT_INODE: self.root}
         # Files with several names, by FileInfo.linked_id: another name of one gets its node.
         self._linked: dict[int, Node] = {}
+        # Every node seen naming such a file, by linked_id: a name the kernel knew before the
+        # file got its second name keeps a node of its own (the kernel holds both), and a
+        # change to the file must reach them all (see same_file).
+        self._same: dict[int, set[int]] = {}
         self._next_ino = ROOT_INODE + 1
 
     def __len__(self) -> int:
@@ -174,6 +178,24 @@ class InodeTable:
         """Take ``info`` as what the tree says of ``node`` now."""
         self._learned(node, info)
         node.info = info
+        if info.linked_id is not None:
+            self._same.setdefault(info.linked_id, set()).add(node.ino)
+
+    def same_file(self, node: Node) -> list[Node]:
+        """The other live nodes known to name the file ``node`` names (hard links whose names
+        the kernel learned as separate inodes)."""
+        linked_id = None if node.info is None else node.info.linked_id
+        inos = self._same.get(linked_id) if linked_id is not None else None
+        if not inos:
+            return []
+        found = []
+        for ino in list(inos):
+            other = self._nodes.get(ino)
+            if other is None or other.info is None or other.info.linked_id != linked_id:
+                inos.discard(ino)  # forgotten, or another file by now
+            elif other is not node:
+                found.append(other)
+        return found
 
     def is_attached(self, node: Node) -> bool:
         return self.path(node) is not None
@@ -211,6 +233,8 @@ class InodeTable:
             self._next_ino += 1
             self._nodes[node.ino] = node
             parent.children[name] = node
+            if linked_id is not None:
+                self._same.setdefault(linked_id, set()).add(node.ino)
         else:
             self.learn(node, info)
         if linked_id is not None and node.linked_as != linked_id:

@@ -21,6 +21,8 @@ The mount lets the kernel cache entries, attributes and file pages for minutes. 
   so a bulk of API writes beneath a new directory does not pay for it on every write.
   An ``entry`` change at ``/`` invalidates every name the kernel holds in the root.
 - ``content``: drop the node's pages and attributes. ``metadata``: drop its attributes only.
+  Either reaches every node of the same file (``InodeTable.same_file``): a name the kernel
+  learned before the file got another name keeps an inode of its own in the kernel.
   The daemon's page cache (``mountd._pages``) is told of every inode whose pages are dropped
   (``emptied``): the new size or time a later GETATTR learns is then no sign of stale pages,
   and dropping them again while that GETATTR is answered would make the kernel discard the
@@ -99,7 +101,11 @@ def plan(table: InodeTable, change: Change, *, writeback: bool = False) -> list[
         node = table.resolve(path)
         if node is None or (node.lookups == 0 and node is not table.root):
             return []
-        return [InvalidateInode(node.ino, attr_only=kind == "metadata")]
+        return [
+            InvalidateInode(known.ino, attr_only=kind == "metadata")
+            for known in (node, *table.same_file(node))
+            if known is node or known.lookups > 0
+        ]
     if path == ROOT:
         root = table.root
         notices: list[Notice] = []
@@ -123,6 +129,10 @@ def plan(table: InodeTable, change: Change, *, writeback: bool = False) -> list[
     node = table.resolve(path)
     if node is not None:
         known = node.lookups > 0
+        # Other nodes of the same file (its other names) hold the same pages.
+        notices.extend(
+            InvalidateInode(other.ino) for other in table.same_file(node) if other.lookups > 0
+        )
         if node.others is None:  # (a hard-linked file keeps its other names)
             notices.extend(_beneath(node))
         table.detach_path(path)  # this name only: a file's other names (hard links) stay

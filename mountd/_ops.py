@@ -464,6 +464,7 @@ class Operations(pyfuse3.Operations):
         path = self.inodes.path(node)
         changes = _changes(attr, fields, self.attrs)
         if fields.update_size:
+            self.pages.changed_under(self.inodes.same_file(node))
             await self._keep_cut(node, path, attr.st_size)
             if not await self._truncate_open(node, path, fh, attr.st_size):
                 changes["size"] = attr.st_size
@@ -783,6 +784,8 @@ class Operations(pyfuse3.Operations):
             await done()
 
     async def _write(self, node: Node, file: OpenFile, off: int, buf: bytes) -> int:
+        if node.info is not None and node.info.linked_id is not None:
+            self.pages.changed_under(self.inodes.same_file(node))
         self.keepers.wrote(node)
         self.cuts.end(node.ino)
         self.vouched.unvouch(node)

@@ -177,6 +177,15 @@ class PageCache:
         self._emptied.add(ino)
         self._stale.discard(ino)
 
+    def changed_under(self, nodes: list[Node]) -> None:
+        """The file of ``nodes`` (other names of a file the kernel learned as inodes of their
+        own: ``InodeTable.same_file``) changed through another of its inodes: the kernel drops
+        their pages and attributes (off the request path)."""
+        for node in nodes:
+            if node.lookups > 0:
+                self.emptied(node.ino)
+                self._kernel.drop(node.ino)
+
     def dropped(self, node: Node) -> None:
         """The inode table dropped ``node``: the kernel holds no pages of it any more."""
         ino = node.ino

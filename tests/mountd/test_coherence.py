@@ -340,3 +340,29 @@ def test_a_file_the_mount_knew_keeps_its_inode_when_the_api_gives_it_a_second_na
             assert await trio.to_thread.run_sync(names) == (first.st_ino, first.st_ino, 2)
 
     trio.run(main)
+
+
+@pytest.mark.parametrize("kind", ["dir", "union"])
+def test_an_api_write_reaches_every_name_the_kernel_knows_of_a_hard_linked_file(
+    tmp_path: Path, kind: str
+) -> None:
+    """A name made through the mount, then given a second name through the API: the kernel
+    holds the two names as two inodes (it learned the first before the file had another), and
+    an API write through either must reach both."""
+
+    async def main() -> None:
+        mnt = tmp_path / "mnt"
+        mnt.mkdir()
+        tree = TREES[kind](tmp_path)
+        assert isinstance(tree, vfs.PosixFileSystem)
+        with contextlib.suppress(OSError):
+            await tree.mkdir("/d")
+        async with mounted(tree, mnt):  # type: ignore[arg-type]
+            await trio.to_thread.run_sync((mnt / "d" / "y").write_bytes, b"")
+            await make_link(tree, "/d/y", "/d/x")
+            assert await trio.to_thread.run_sync(_mount_view, mnt) == await _tree_view(tree)
+            await tree.write("/d/x", b"one")
+            seen = await trio.to_thread.run_sync(_mount_view, mnt)
+            assert (seen["/d/x"], seen["/d/y"]) == (b"one", b"one")
+
+    trio.run(main)
