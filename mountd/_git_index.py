@@ -103,11 +103,16 @@ async def rebuilt_index(data: bytes) -> bytes:
     with tempfile.TemporaryDirectory(prefix="agentroot-index-") as scratch:
         git = _Scratch(scratch, data)
         listed = await git.run("ls-files", "-z", "-s")
-        made = await git.run("update-index", "-z", "--index-info", stdin=listed.stdout, on="copy")
+        if listed.stdout:
+            made = await git.run(
+                "update-index", "-z", "--index-info", stdin=listed.stdout, on="rebuilt"
+            )
+        else:  # (update-index writes nothing for no entries)
+            made = await git.run("read-tree", "--empty", on="rebuilt")
         if listed.returncode != 0 or made.returncode != 0:
             why = (listed.stderr + made.stderr).decode("utf-8", "replace").strip()
             raise OSError(f"git could not rebuild the index: {why}")
-        return await anyio.Path(git.copy).read_bytes()
+        return await anyio.Path(git.rebuilt).read_bytes()
 
 
 async def index_entries(data: bytes) -> dict[str, tuple[str, str]] | str:
@@ -128,7 +133,7 @@ class _Scratch:
 
     def __init__(self, scratch: str, data: bytes) -> None:
         self.git_dir, self.index = _scratch_repository(scratch, data)
-        self.copy = self.index + ".rebuilt"  # made from the entries alone: no cached trees
+        self.rebuilt = self.index + ".rebuilt"  # made from the entries alone: no cached trees
         self.scratch = scratch
 
     async def run(
@@ -139,7 +144,7 @@ class _Scratch:
             "HOME": self.scratch,
             "GIT_CONFIG_NOSYSTEM": "1",
             "GIT_CONFIG_GLOBAL": os.devnull,
-            "GIT_INDEX_FILE": self.index if on == "index" else self.copy,
+            "GIT_INDEX_FILE": self.index if on == "index" else self.rebuilt,
         }
         command = ["git", f"--git-dir={self.git_dir}", f"--work-tree={self.scratch}", *args]
         return await anyio.run_process(command, input=stdin, env=env, check=False)

@@ -1003,3 +1003,11 @@ def test_replace_refs_are_refused_and_merge_heads_are_named(repo: Path) -> None:
     ), lines
     assert any(line.startswith("    MERGE_HEAD: made, ") for line in lines), lines
     assert host_git(repo, "show", "HEAD:run.sh").stdout == "#!/bin/sh\necho run\n"
+
+
+def test_an_index_emptied_by_the_agent_is_applied_as_git_rebuilds_it(repo: Path) -> None:
+    done = mountd_run("--apply", "--", "sh", "-c", "git rm -r -q --cached .", cwd=repo)
+    assert done.returncode == 0, done.stderr
+    assert "(refused" not in done.stderr
+    assert host_git(repo, "ls-files").stdout == ""
+    assert host_git(repo, "status", "--porcelain").stdout.count("??") == 3  # all untracked
