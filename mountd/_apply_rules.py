@@ -115,6 +115,7 @@ from vfs.lowlevel import (
     add_prefix,
     is_strictly_under,
     parent_path,
+    quoted,
     read_file_bytes,
     unsafe_paths,
     without_set_id,
@@ -521,20 +522,19 @@ async def _own_reason(
         judged = [(change.path, change.kind)]
     for path, kind in judged:
         bare = None if git_segments(path) else await bare_repository(cow, path, seen)
-        new_repository = (
+        if (
             bare is not None
             and kind != "deleted"
             and not await _looks_like_repository(posix_view(cow.lower), bare)
-        )
-        if new_repository:
-            return NEW_REPOSITORY.format(directory=bare)
+        ):
+            return NEW_REPOSITORY.format(directory=quoted(bare))
         reason = git_reason(path, change.entry, kind, bare)
         if reason is None and change.entry == "file" and kind in ("added", "modified"):
             relative = in_git_directory(path, bare)
             if relative is not None:
                 reason = await _content_reason(cow, path, relative, kind)
         if reason is not None:
-            return reason if bare is None else f"{reason} ({bare} is a git directory)"
+            return reason if bare is None else f"{reason} ({quoted(bare)} is a git directory)"
     if change.entry == "symlink" and change.kind != "deleted":
         if await _leads_out(cow, change.path):
             return SYMLINK_OUT
@@ -569,7 +569,7 @@ async def _content_reason(cow: CowFileSystem, path: str, relative: str, kind: st
     if kind == "added" and lowered.startswith("objects/pack/") and lowered.endswith(".idx"):
         pack = path[: -len(".idx")] + ".pack"
         if (await cow.lstat(pack)).kind != "file":
-            return f"{relative}: a pack index without its pack"
+            return f"{quoted(relative)}: a pack index without its pack"
         return await pack_refusal(
             await read_file_bytes(cow, path), await read_file_bytes(cow, pack)
         )
@@ -684,16 +684,18 @@ def _held_back(change: TreeChange, refused: dict[TreeChange, str]) -> str | None
         held = _removes(other)
         if removes is not None and held is not None:
             if is_strictly_under(held, removes):
-                return f"removes {removes}, which still holds a refused change: {held}"
+                return (
+                    f"removes {quoted(removes)}, which still holds a refused change: {quoted(held)}"
+                )
             if is_strictly_under(removes, held):
-                return f"part of the removal of {held}, which is refused"
+                return f"part of the removal of {quoted(held)}, which is refused"
         if (
             change.kind != "deleted"
             and other.entry == "directory"
             and other.kind in ("added", "modified", "renamed")
             and is_strictly_under(change.path, other.path)
         ):
-            return f"inside {other.path}, whose creation is refused"
+            return f"inside {quoted(other.path)}, whose creation is refused"
     return None
 
 

@@ -25,6 +25,8 @@ import zlib
 
 import anyio
 
+from vfs.lowlevel import quoted
+
 _HASHES = {40: hashlib.sha1, 64: hashlib.sha256}
 
 
@@ -34,13 +36,13 @@ def loose_object_refusal(relative: str, data: bytes) -> str | None:
     name = "".join(relative.lower().split("/")[1:3])
     make = _HASHES.get(len(name))
     if make is None:
-        return f"{relative}: not the name of a loose object"
+        return f"{quoted(relative)}: not the name of a loose object"
     try:
         content = zlib.decompress(data)
     except zlib.error:
-        return f"{relative}: not a loose object (its content is not zlib data)"
+        return f"{quoted(relative)}: not a loose object (its content is not zlib data)"
     if make(content).hexdigest() != name:
-        return f"{relative}: its content is not the object its name says (forged)"
+        return f"{quoted(relative)}: its content is not the object its name says (forged)"
     return None
 
 
@@ -79,6 +81,6 @@ def reflog_refusal(relative: str, old: bytes | None, new: bytes) -> str | None:
     if old is None or new.startswith(old):
         return None
     return (
-        f"{relative}: a reflog rewritten, not appended to (it changes what git stash pop and "
-        "@{N} name)"
+        f"{quoted(relative)}: a reflog rewritten, not appended to (it changes what git stash "
+        "pop and @{N} name)"
     )

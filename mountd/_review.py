@@ -174,9 +174,8 @@ def change_lines(
     changes: list[dict[str, Any]], *, every: bool, gits: Sequence[str] = ()
 ) -> list[str]:
     """One line a change (``A /new``, ``R /b (from /a)``, ``m /x (mode 0644 -> 0755)``,
-    ``A /link -> target``,
-    ``A /x (refused: why)``, or with a ``reason``: ``A /x: why``), names quoted as git quotes
-    them; unless ``every``, git's own files (under ``gits``, each layer's ``/.git``) that apply
+    ``A /link -> target``, ``A /x (refused: why)``, or with a ``reason``: ``A /x: why``), names
+    quoted as git quotes them; unless ``every``, git's own files (under ``gits``, each layer's ``/.git``) that apply
     takes are counted on one line. Every review of changes words them so (``mountd run``'s
     summary, ``mountd changes`` and ``apply``)."""
     lines = []

@@ -458,7 +458,7 @@ async def unsafe_paths(dest: PosixFileSystem, changes: list[TreeChange]) -> dict
             except UnsafePathError as error:
                 if error.errno != errno.EXDEV:
                     raise
-                found = f"the target's {path} is a mount point (apply never crosses one)"
+                found = f"the target's {quoted(path)} is a mount point (apply never crosses one)"
             seen[path] = found
         return found
 
@@ -474,7 +474,7 @@ async def unsafe_paths(dest: PosixFileSystem, changes: list[TreeChange]) -> dict
             if found.kind == "symlink":
                 if probe in replaced:
                     return None  # removed, then made a directory holding only what apply writes
-                return f"the target's {probe} is a symlink (apply never follows one)"
+                return f"the target's {quoted(probe)} is a symlink (apply never follows one)"
         return None
 
     unsafe: dict[str, str] = {}
