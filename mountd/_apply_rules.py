@@ -175,6 +175,13 @@ _HEX2 = "[0-9a-f][0-9a-f]"
 _PACK_FILES = r"(pack|idx|rev|bitmap|keep|promisor|mtimes)"
 
 GIT_RUNS_IT = "git runs what is there"
+OBJECTS_KEPT = (
+    "apply never deletes git's objects (a deleted pack takes history with it; git gc on the "
+    "host removes what nothing needs)"
+)
+COUNTED_REFUSALS = frozenset({OBJECTS_KEPT})
+"""Refusals a review counts on one line rather than listing (an agent's ``git gc`` deletes
+hundreds of objects); every other refusal is listed, one line each."""
 LEADS_ELSEWHERE = "it sends git to another directory, with its own config and hooks"
 NOT_GIT_S_OWN = (
     "not what git writes in a normal session (only objects, refs, logs, packed-refs, index, "
@@ -291,14 +298,7 @@ GIT_RULES: tuple[GitRule, ...] = (
         "a pack changed in place: its name is its content's hash, git never rewrites one",
     ),
     *(
-        GitRule(
-            pattern,
-            ANY_ENTRY,
-            frozenset({"deleted"}),
-            False,
-            "apply never deletes git's objects (a deleted pack takes history with it; git gc "
-            "on the host removes what nothing needs)",
-        )
+        GitRule(pattern, ANY_ENTRY, frozenset({"deleted"}), False, OBJECTS_KEPT)
         for pattern in (f"objects/{_HEX2}", f"objects/{_HEX2}/*", "objects/pack/*")
     ),
     GitRule(

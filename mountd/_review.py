@@ -34,6 +34,7 @@ layer's own ``apply(checkpoint=N)``, which keeps the layer showing what it showe
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -60,7 +61,7 @@ from vfs.lowlevel import (
     select_changes,
 )
 
-from ._apply_rules import Refusal, in_git_directory, refusals, refused_in
+from ._apply_rules import COUNTED_REFUSALS, Refusal, in_git_directory, refusals, refused_in
 from ._git_index import rebuilt_index
 
 GIT_DIR = "/.git"
@@ -175,21 +176,21 @@ def change_lines(
 ) -> list[str]:
     """One line a change (``A /new``, ``R /b (from /a)``, ``m /x (mode 0644 -> 0755)``,
     ``A /link -> target``, ``A /x (refused: why)``, or with a ``reason``: ``A /x: why``), names
-    quoted as git quotes them; unless ``every``, git's own files (under ``gits``, each layer's ``/.git``) that apply
-    takes are counted on one line. Every review of changes words them so (``mountd run``'s
-    summary, ``mountd changes`` and ``apply``)."""
+    quoted as git quotes them; unless ``every``, git's own files (under ``gits``, each layer's
+    ``/.git``) that apply takes are counted on one line, and so are its refusals of a kind in
+    :data:`mountd._apply_rules.COUNTED_REFUSALS`. Every review of changes words them so
+    (``mountd run``'s summary, ``mountd changes`` and ``apply``)."""
     lines = []
     git = 0
+    # (COUNTED_REFUSALS: an agent's git gc deletes hundreds of objects, which apply keeps)
+    inside = [c for c in changes if c.get("refused") in COUNTED_REFUSALS and _in_gits(c, gits)]
+    by_reason = Counter(c["refused"] for c in inside)
+    grouped = set(by_reason)
     for change in changes:
-        if (
-            not every
-            and not change.get("refused")
-            and any(
-                p is not None and is_under(p, g)
-                for p in (change["path"], change["from"])
-                for g in gits
-            )
-        ):
+        in_gits = _in_gits(change, gits)
+        if not every and in_gits and change.get("refused") in grouped:
+            continue
+        if not every and not change.get("refused") and in_gits:
             git += 1
             continue
         mark = "/" if change["entry"] == "directory" else ""
@@ -206,10 +207,18 @@ def change_lines(
         if change.get("reason"):
             line += f": {change['reason']}"
         lines.append(line)
+    where = " ".join(gits)
+    for reason in sorted(grouped) if not every else ():
+        lines.append(f"{where}: {by_reason[reason]} changes of git's own files (refused: {reason})")
     if git:
-        where = " ".join(gits)
         lines.append(f"{where}: {git} change{'s' if git != 1 else ''} (git's own files)")
     return lines
+
+
+def _in_gits(change: dict[str, Any], gits: Sequence[str]) -> bool:
+    return any(
+        p is not None and is_under(p, g) for p in (change["path"], change["from"]) for g in gits
+    )
 
 
 def in_git(change: TreeChange) -> bool:

@@ -74,7 +74,7 @@ from vfs import (
     policy_fs,
     repository_policy,
 )
-from vfs.lowlevel import ROOT, add_prefix
+from vfs.lowlevel import ROOT, add_prefix, quoted
 
 from . import MountOptions, mounted
 from . import _registry as registry
@@ -449,9 +449,14 @@ async def _report(
             cleared = [found.served(path) for path in done.set_id_cleared]
             _say(f"applied without their set-id bits: {', '.join(cleared)}")
         if done.refused:
-            kept = [found.served(r.change.path) for r in done.refused]
+            kept = [quoted(found.served(r.change.path)) for r in done.refused]
+            if len(kept) > _NAMED_AT_MOST:
+                kept = [*kept[:_NAMED_AT_MOST], f"and {len(kept) - _NAMED_AT_MOST} more"]
             _say(f"not applied (refused, see above): {', '.join(kept)}")
     return status
+
+
+_NAMED_AT_MOST = 10  # refused paths named in the line after an apply
 
 
 async def _summary(

@@ -874,8 +874,8 @@ def test_a_forged_object_in_place_of_a_packed_one_is_refused(tmp_path: Path, mar
     assert done.returncode == 0, done.stderr
     lines = summary_lines(done.stderr)
     assert any(
-        line.startswith("  D /.git/objects/pack/pack-")
-        and "apply never deletes git's objects" in line
+        line.startswith("  /.git: ")
+        and "changes of git's own files (refused: apply never deletes git's objects" in line
         for line in lines
     ), lines
     assert any("its content is not the object its name says (forged)" in line for line in lines)
