@@ -42,7 +42,8 @@ bare repository (a ``HEAD`` with ``commondir``, or with ``objects`` and ``refs``
 :func:`bare_repository`), since a git command run anywhere inside it reads its ``config`` and
 runs its hooks; apply never makes one (a change that would turn a directory that is not one on
 the host into one is refused: a ``config`` applied in one run, a ``HEAD`` in the next, would).
-Inside a git directory, only what git's own commands write in a normal session is applied, as the first matching row of :data:`GIT_RULES` says (by
+Inside a git directory, only what git's own commands write in a normal session is applied, as
+the first matching row of :data:`GIT_RULES` says (by
 the path relative to the git directory, the entry's kind and the change's kind; a rename is
 judged as a deletion at its old path and an addition at its new one). A path matching no row is
 refused. A ``.git`` inside a git directory is refused outright (git would take it for a
@@ -122,7 +123,7 @@ from vfs.lowlevel import (
     writer_view,
 )
 
-from ._git_index import index_entries, index_refusal
+from ._git_index import SYMLINK_MODE, index_entries, judged_entries
 from ._git_objects import loose_object_refusal, pack_refusal, reflog_refusal
 
 ANY_ENTRY: frozenset[Kind] = frozenset({"file", "directory", "symlink"})
@@ -370,6 +371,7 @@ GIT_RULES: tuple[GitRule, ...] = (
 
 _PACK_NAME = re.compile(rf"pack-[0-9a-f]+\.{_PACK_FILES}")
 _LOOSE_NAME = re.compile(r"[0-9a-f]{38}|[0-9a-f]{62}")
+_LOOSE_PATH = re.compile(rf"objects/{_HEX2}/(?:{_LOOSE_NAME.pattern})")
 
 NESTED_GIT = "a .git inside a git directory: git would take it for a repository of its own"
 SYMLINK_INTO_GIT = "a symlink into a git directory: whatever writes through it writes git's files"
@@ -559,11 +561,10 @@ async def _content_reason(cow: CowFileSystem, path: str, relative: str, kind: st
     :mod:`mountd._git_objects`); ``None`` when nothing here judges it."""
     lowered = relative.lower()
     if lowered == "index":
-        data = await read_file_bytes(cow, path)
-        reason = await index_refusal(data)
-        if reason is None and path.endswith("/.git/index"):
-            reason = await _staged_symlink_reason(cow, path, data)
-        return reason
+        entries = await judged_entries(await read_file_bytes(cow, path))
+        if isinstance(entries, str):
+            return entries
+        return await _staged_symlink_reason(cow, path, entries)
     if kind == "added" and _LOOSE_PATH.fullmatch(lowered):
         return loose_object_refusal(relative, await read_file_bytes(cow, path))
     if kind == "added" and lowered.startswith("objects/pack/") and lowered.endswith(".idx"):
@@ -579,19 +580,21 @@ async def _content_reason(cow: CowFileSystem, path: str, relative: str, kind: st
     return None
 
 
-async def _staged_symlink_reason(cow: CowFileSystem, index_path: str, data: bytes) -> str | None:
-    """A symlink the index stages anew must be the work tree's own, judged as that symlink is:
-    else ``git restore .`` on the host makes one no review showed (pointing anywhere)."""
-    new = await index_entries(data)
-    if isinstance(new, str):
-        return new
+async def _staged_symlink_reason(
+    cow: CowFileSystem, index_path: str, new: dict[str, tuple[str, str]]
+) -> str | None:
+    """A symlink the index at ``index_path`` stages anew (``new``: its entries) must be the
+    work tree's own, judged as that symlink is: else ``git restore .`` on the host makes one
+    no review showed (pointing anywhere). (A bare repository's index has no work tree.)"""
+    if not index_path.endswith("/.git/index"):
+        return None
     lower = posix_view(cow.lower)
     old: dict[str, tuple[str, str]] | str = {}
     if (await lower.lstat(index_path)).kind == "file":
         old = await index_entries(await read_file_bytes(lower, index_path))
     work = parent_path(parent_path(index_path))
     for entry, (mode, object_id) in new.items():
-        if mode != _SYMLINK_MODE or (isinstance(old, dict) and old.get(entry) == new[entry]):
+        if mode != SYMLINK_MODE or (isinstance(old, dict) and old.get(entry) == new[entry]):
             continue
         path = add_prefix(ROOT + entry, work)
         shown = (await cow.lstat(path)).kind == "symlink"
@@ -604,17 +607,11 @@ async def _staged_symlink_reason(cow: CowFileSystem, index_path: str, data: byte
     return None
 
 
-_SYMLINK_MODE = "120000"
-
-
 def _blob_id(target: str, digits: int) -> str:
     """The object id git gives a symlink's blob (its target), in the repository's hash."""
     data = target.encode("utf-8", "surrogateescape")
     make = hashlib.sha256 if digits == 64 else hashlib.sha1
     return make(b"blob %d\0" % len(data) + data).hexdigest()
-
-
-_LOOSE_PATH = re.compile(r"objects/[0-9a-f]{2}/[0-9a-f]{38}|objects/[0-9a-f]{2}/[0-9a-f]{62}")
 
 
 async def _leads_into_git(cow: CowFileSystem, path: str) -> bool:

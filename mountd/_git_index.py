@@ -8,7 +8,7 @@ Git validates a path when it adds one to an index, not when it reads one back fr
 an index written byte by byte inside the sandbox can name ``../outside`` or
 ``.git/hooks/pre-commit``, and a later discard on the host writes there: a file outside the
 project, or a hook that runs on the next commit. Apply writes ``.git/index`` (an agent's ``git
-add`` lands in it), so before it does, :func:`index_refusal` reads the new index with git
+add`` lands in it), so before it does, :func:`judged_entries` reads the new index with git
 itself (the same parser the host's git uses, in a scratch repository with no configuration)
 and refuses it when git cannot read it, when an entry's path is one git refuses to add
 (:func:`unsafe_entry`: git's ``verify_path`` with ``core.protectNTFS`` and ``core.protectHFS``
@@ -38,9 +38,25 @@ _IGNORED_BY_HFS = dict.fromkeys(
 )
 # Files git refuses as symlinks in a tree it checks out (it would follow them out of the tree).
 _NO_SYMLINK = frozenset({".gitmodules", ".gitattributes", ".gitignore", ".mailmap"})
-_SYMLINK_MODE = "120000"
+SYMLINK_MODE = "120000"
 
 UNREADABLE = "git cannot read this index"
+
+
+async def isolated_git(
+    args: list[str], *, home: str, env: dict[str, str] | None = None, stdin: bytes | None = None
+) -> subprocess.CompletedProcess[bytes]:
+    """``git ARGS`` with nothing of the host's set-up (no GIT_* variable, no system or global
+    configuration, ``home`` as its HOME): how agentroot asks git about files a sandbox made.
+    ``OSError`` when there is no git."""
+    isolated = {
+        "PATH": os.environ.get("PATH", os.defpath),
+        "HOME": home,
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_CONFIG_GLOBAL": os.devnull,
+        **(env or {}),
+    }
+    return await anyio.run_process(["git", *args], input=stdin, env=isolated, cwd=home, check=False)
 
 
 def unsafe_entry(path: str, mode: str) -> str | None:
@@ -56,7 +72,7 @@ def unsafe_entry(path: str, mode: str) -> str | None:
         folded = name.translate(_IGNORED_BY_HFS).lower().rstrip(" .")
         if folded in (".git", "git~1") or folded.startswith(".git:"):
             return f"the index names {path!r}, inside a git directory"
-    if mode == _SYMLINK_MODE and path.rsplit("/", 1)[-1].lower() in _NO_SYMLINK:
+    if mode == SYMLINK_MODE and path.rsplit("/", 1)[-1].lower() in _NO_SYMLINK:
         return f"the index makes {path!r} a symlink, which git refuses to follow"
     return None
 
@@ -74,23 +90,23 @@ def _scratch_repository(scratch: str, index_data: bytes) -> tuple[str, str]:
     return git_dir, index
 
 
-async def index_refusal(data: bytes) -> str | None:
-    """Why the index ``data`` must not be applied (see the module docstring), or ``None``."""
+async def judged_entries(data: bytes) -> dict[str, tuple[str, str]] | str:
+    """The entries of the index ``data`` (as :func:`index_entries`), or why it must not be
+    applied (see the module docstring)."""
     with tempfile.TemporaryDirectory(prefix="agentroot-index-") as scratch:
-        git = _Scratch(scratch, data)
-        entries = await git.entries(sparse=True)
-        if isinstance(entries, str):
-            return entries
-        for path, (mode, _) in entries.items():
-            if mode == _TREE_MODE:
-                return (
-                    f"a sparse index: its entry {path!r} stands for a tree git expands later, "
-                    "unseen by this review"
-                )
-            reason = unsafe_entry(path, mode)
-            if reason is not None:
-                return reason
-    return None
+        entries = await _Scratch(scratch, data).entries(sparse=True)
+    if isinstance(entries, str):
+        return entries
+    for path, (mode, _) in entries.items():
+        if mode == _TREE_MODE:
+            return (
+                f"a sparse index: its entry {path!r} stands for a tree git expands later, "
+                "unseen by this review"
+            )
+        reason = unsafe_entry(path, mode)
+        if reason is not None:
+            return reason
+    return entries
 
 
 async def rebuilt_index(data: bytes) -> bytes:
@@ -139,15 +155,12 @@ class _Scratch:
     async def run(
         self, *args: str, stdin: bytes | None = None, on: str = "index"
     ) -> subprocess.CompletedProcess[bytes]:
-        env = {
-            "PATH": os.environ.get("PATH", os.defpath),
-            "HOME": self.scratch,
-            "GIT_CONFIG_NOSYSTEM": "1",
-            "GIT_CONFIG_GLOBAL": os.devnull,
-            "GIT_INDEX_FILE": self.index if on == "index" else self.rebuilt,
-        }
-        command = ["git", f"--git-dir={self.git_dir}", f"--work-tree={self.scratch}", *args]
-        return await anyio.run_process(command, input=stdin, env=env, check=False)
+        return await isolated_git(
+            [f"--git-dir={self.git_dir}", f"--work-tree={self.scratch}", *args],
+            home=self.scratch,
+            env={"GIT_INDEX_FILE": self.index if on == "index" else self.rebuilt},
+            stdin=stdin,
+        )
 
     async def entries(self, *, sparse: bool) -> dict[str, tuple[str, str]] | str:
         try:

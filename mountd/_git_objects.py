@@ -23,9 +23,9 @@ import os
 import tempfile
 import zlib
 
-import anyio
-
 from vfs.lowlevel import quoted
+
+from ._git_index import isolated_git
 
 _HASHES = {40: hashlib.sha1, 64: hashlib.sha256}
 
@@ -53,16 +53,8 @@ async def pack_refusal(index: bytes, pack: bytes) -> str | None:
         base = os.path.join(scratch, "pack-check")
         _write(base + ".idx", index)
         _write(base + ".pack", pack)
-        env = {
-            "PATH": os.environ.get("PATH", os.defpath),
-            "HOME": scratch,
-            "GIT_CONFIG_NOSYSTEM": "1",
-            "GIT_CONFIG_GLOBAL": os.devnull,
-        }
         try:
-            done = await anyio.run_process(
-                ["git", "verify-pack", base + ".idx"], env=env, cwd=scratch, check=False
-            )
+            done = await isolated_git(["verify-pack", base + ".idx"], home=scratch)
         except OSError as error:
             return f"git cannot check this pack: {error}"
     if done.returncode != 0:

@@ -514,9 +514,9 @@ Inside: the tree at /, the command starting in /; the host's /usr, /bin, /lib*, 
 minimal /etc read-only; fresh /proc and /dev (/proc/sys and the kernel's other knobs read-only);
 /tmp an empty tmpfs (HOME and TMPDIR: scratch, never reviewed; a project's own tmp/ shows
 there read-only beneath the scratch; a spec's tree with /tmp gives its own); no network unless
---net. A tree holding /usr, /etc,
-/bin, /lib*, /sbin, /proc or /dev at its root is refused unless --at DIR serves it at DIR (the
-command starting there) on a read-only / of its own, /tmp then always an empty tmpfs.
+--net. A tree holding /usr, /etc, /bin, /lib*, /sbin, /proc or /dev at its root is refused
+unless --at DIR serves it at DIR (the command starting there) on a read-only / of its own, /tmp
+then always an empty tmpfs.
 
 The command is never host root: it runs in a user namespace of its own as the calling user (the
 user behind sudo, or uid 65533 when root runs it; --root shows it as uid 0 of its namespace), with
