@@ -20,6 +20,12 @@ starting anything) and :func:`start` starts bubblewrap with them. The layers, ou
 5. **Landlock**: where the kernel has it, the command is started through
    :mod:`mountd._landlock` (with the host's ``python3``), which allows changes only beneath the
    write roots (:meth:`Sandbox.write_roots`).
+6. **Limits**, set in bubblewrap's process before it starts (:func:`_limited_child`), so that
+   everything it starts inherits them: at most :attr:`Sandbox.max_processes` processes and
+   threads (a fork bomb fails with ``EAGAIN`` inside instead of taking every pid of the host),
+   and the first place the kernel's OOM killer looks (``oom_score_adj`` 1000: the host's
+   processes, the daemon serving the tree among them, are spared while the command holds
+   memory to give back).
 
 Nothing of the host's paths reaches the command's view of bubblewrap: its options come through a
 file descriptor (``--args``), so ``/proc/1/cmdline`` inside reads ``bwrap --args N -- COMMAND``,
@@ -30,9 +36,10 @@ and the generated files come through descriptors too (``--ro-bind-data``); the e
 from __future__ import annotations
 
 import os
+import resource
 import shutil
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -94,6 +101,13 @@ LANDLOCK_IN_SANDBOX = "/etc/agentroot/landlock.py"
 HOST_PYTHON = "/usr/bin/python3"
 
 
+# Processes and threads the command may run at once (``mountd run --max-processes``): room for
+# a parallel build, a JVM or two and a test runner's workers; far below a host's pid space.
+DEFAULT_MAX_PROCESSES = 4096
+# The sandbox's processes are the first the OOM killer picks (the most a process can ask).
+OOM_SCORE_ADJ = 1000
+
+
 def bwrap_path() -> str | None:
     return shutil.which("bwrap")
 
@@ -144,6 +158,7 @@ class Sandbox:
     binds: tuple[Bind, ...] = ()
     landlock_abi: int = 0
     cache: Path | None = None  # where the compiled seccomp program is kept (the state directory)
+    max_processes: int = DEFAULT_MAX_PROCESSES  # processes and threads at once (0: the caller's)
 
     def write_roots(self) -> tuple[str, ...]:
         """Where Landlock lets the command change anything."""
@@ -256,18 +271,41 @@ def start(
         options, command = bwrap_args(sandbox, by_path, seccomp)
         encoded = b"".join(os.fsencode(arg) + b"\0" for arg in options)
         args_fd = _memfd("args", encoded, fds)
-        user = sandbox.user
         return subprocess.Popen(
             [bwrap, "--args", str(args_fd), "--", *command],
             env=dict(env),
             pass_fds=fds,
-            user=user.host_uid if user.switch else None,
-            group=user.host_gid if user.switch else None,
-            extra_groups=[] if user.switch else None,
+            preexec_fn=_limited_child(sandbox.user, sandbox.max_processes),
         )
     finally:
         for fd in fds:
             os.close(fd)
+
+
+def _limited_child(user: SandboxUser, max_processes: int) -> Callable[[], None]:
+    """What bubblewrap's process does before it runs: take the sandbox's limits, then become
+    its user (when mountd is root). In that order: once the process changes user, the kernel
+    makes its ``/proc/self`` root's, and it could no longer set its own ``oom_score_adj``.
+    Only system calls on values prepared here (this runs between fork and exec)."""
+    score = str(OOM_SCORE_ADJ).encode()
+    switch, uid, gid = user.switch, user.host_uid, user.host_gid
+
+    def child() -> None:
+        fd = os.open("/proc/self/oom_score_adj", os.O_WRONLY)
+        try:
+            os.write(fd, score)
+        finally:
+            os.close(fd)
+        if max_processes:
+            soft, _hard = resource.getrlimit(resource.RLIMIT_NPROC)
+            limit = max_processes if soft == resource.RLIM_INFINITY else min(soft, max_processes)
+            resource.setrlimit(resource.RLIMIT_NPROC, (limit, limit))
+        if switch:
+            os.setgroups([])
+            os.setresgid(gid, gid, gid)
+            os.setresuid(uid, uid, uid)
+
+    return child
 
 
 def _memfd(name: str, data: bytes, fds: list[int]) -> int:

@@ -81,6 +81,7 @@ from . import _registry as registry
 from ._attrs import OwnerMap
 from ._bwrap import (
     BINDS_NAME,
+    DEFAULT_MAX_PROCESSES,
     Sandbox,
     bind_trees,
     bwrap_path,
@@ -145,6 +146,7 @@ class RunRequest:
     # The project's own tmp/ (a host directory): the sandbox's /tmp shows it, read-only, under
     # a scratch layer nobody reviews, rather than taking the command's scratch into the review.
     scratch_below: str | None = None
+    max_processes: int = DEFAULT_MAX_PROCESSES  # ``--max-processes`` (0: the caller's limit)
 
 
 # --- running -----------------------------------------------------------------------------------
@@ -252,6 +254,7 @@ async def _run(
             binds=binds,
             landlock_abi=landlock_abi(),
             cache=registry.state_dir(create=True),
+            max_processes=request.max_processes,
         )
         files = sandbox.files(
             passwd=_host_file("/etc/passwd"),
@@ -617,12 +620,30 @@ def _run_options(parser: argparse.ArgumentParser) -> None:
         help="bind a host PATH read-only",
     )
     parser.add_argument(
+        "--max-processes",
+        metavar="N",
+        type=_processes,
+        default=DEFAULT_MAX_PROCESSES,
+        help=f"processes and threads the command may run at once (default "
+        f"{DEFAULT_MAX_PROCESSES}; 0: your own limit)",
+    )
+    parser.add_argument(
         "--env",
         metavar="NAME[=VALUE]",
         action="append",
         default=None,
         help="pass the caller's NAME (or set NAME=VALUE) inside",
     )
+
+
+def _processes(text: str) -> int:
+    try:
+        count = int(text)
+    except ValueError:
+        count = -1
+    if count < 0:
+        raise argparse.ArgumentTypeError(f"not a number of processes: {text!r}")
+    return count
 
 
 class _Words(argparse.ArgumentParser):
@@ -718,6 +739,7 @@ def command(args: argparse.Namespace) -> int:
         rewind_on_failure=args.rewind_on_failure,
         warm=not spec and not args.no_warm,
         scratch_below=None if spec else scratch_below,
+        max_processes=args.max_processes,
     )
     try:
         status = run(request)

@@ -32,7 +32,7 @@ from mountd._identity import SANDBOX_UID
 from mountd._landlock import SCOPE_ABI, abi_version
 from mountd._seccomp import REFUSED, compile_filter
 
-from ..mountd.test_run import mountd_run, private_state
+from ..mountd.test_run import COMMAND, mountd_run, private_state
 
 __all__ = ["private_state"]  # the autouse fixture: every run gets its own state directory
 
@@ -327,6 +327,92 @@ def test_no_new_user_namespace_inside(tmp_path: Path) -> None:
     )
     assert out.splitlines()[-1] != "0"
     assert re.search(r"Operation not permitted|No space left", out)
+
+
+# --- what the command may take of the host --------------------------------------------------
+
+
+def descendants(pid: int) -> int:
+    """How many processes and threads descend from process ``pid`` now."""
+    children: dict[int, list[int]] = {}
+    threads: dict[int, int] = {}
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        with contextlib.suppress(OSError, StopIteration):
+            status = Path(f"/proc/{entry}/status").read_text().splitlines()
+            fields = dict(line.split(":", 1) for line in status if ":" in line)
+            children.setdefault(int(fields["PPid"]), []).append(int(entry))
+            threads[int(entry)] = int(fields["Threads"])
+    count, stack = 0, list(children.get(pid, []))
+    while stack:
+        child = stack.pop()
+        count += threads.get(child, 1)
+        stack.extend(children.get(child, []))
+    return count
+
+
+@pytest.mark.mount
+def test_a_fork_bomb_stops_at_the_process_limit(tmp_path: Path) -> None:
+    # The classic bomb, for real: every process starts two more, forever. Without the limit it
+    # takes every pid of the host (pid_max is 32,768 on many) until the run is killed.
+    limit = 64
+    bomb = "b() { b | b & }; b 2>/dev/null; sleep 2; echo still here"
+    run = subprocess.Popen(
+        [*COMMAND, "run", "--max-processes", str(limit), "--", "bash", "-c", bomb],
+        cwd=project(tmp_path),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    seen = []
+    try:
+        while run.poll() is None:
+            seen.append(descendants(run.pid))
+            time.sleep(0.02)
+        out, err = run.communicate(timeout=60)
+    finally:
+        run.kill()
+    assert run.returncode == 0, err
+    assert out.splitlines()[-1] == "still here"
+    # (mountd's own processes: the bubblewrap it starts and, once, git's config)
+    assert 10 < max(seen) <= limit + 2
+    assert descendants(run.pid) == 0
+
+
+@pytest.mark.mount
+def test_a_fork_fails_with_eagain_past_the_limit(tmp_path: Path) -> None:
+    forks = (
+        "import os, time\n"
+        "n = 0\n"
+        "try:\n"
+        "    while n < 500:\n"
+        "        if os.fork() == 0:\n"
+        "            time.sleep(30)\n"
+        "            os._exit(0)\n"
+        "        n += 1\n"
+        "except OSError as error:\n"
+        "    print(error.errno, n)\n"
+    )
+    out = output_of(mountd_run("--max-processes", "40", "--", "python3", "-c", forks,
+                               cwd=project(tmp_path)))  # fmt: skip
+    code, forked = out.split()
+    assert int(code) == errno.EAGAIN
+    assert 30 <= int(forked) < 40  # (bubblewrap, its init and the command count too)
+
+
+@pytest.mark.mount
+def test_the_command_is_what_the_oom_killer_takes_first(tmp_path: Path) -> None:
+    show = "cat /proc/self/oom_score_adj; grep 'Max processes' /proc/self/limits"
+    out = output_of(mountd_run("--", "sh", "-c", show, cwd=project(tmp_path)))
+    score, limits = out.splitlines()[:2]
+    assert score == "1000"
+    assert limits.split()[2:4] == ["4096", "4096"]  # the default, soft and hard
+    assert Path("/proc/self/oom_score_adj").read_text().strip() != "1000"  # not the caller's
+
+
+def test_max_processes_must_be_a_count(tmp_path: Path) -> None:
+    run = mountd_run("--max-processes", "-3", "--", "true", cwd=project(tmp_path))
+    assert run.returncode == 2
+    assert "not a number of processes: '-3'" in run.stderr
 
 
 # --- what the sandbox lets through on purpose ---------------------------------------------------
