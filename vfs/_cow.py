@@ -1345,9 +1345,14 @@ class CowFileSystem:
         self._meta.moved(src, dst)
         await self._save()
         self._orphan(dst)
-        self._invalidate_dirs()
+        if source.info.kind == "directory" or victim.info.kind == "directory":
+            self._invalidate_dirs()
+            await self._upper.rename(src, dst)
+            self._invalidate_dirs()
+            return
+        # No directory moves or goes: every directory the caches know stays where it was.
+        self._upper_absent.discard(dst)
         await self._upper.rename(src, dst)
-        self._invalidate_dirs()
 
     async def _exchange(self, a: _Found, b: _Found) -> None:
         await self._whole_in_upper(a)
