@@ -291,11 +291,14 @@ def _limited_child(user: SandboxUser, max_processes: int) -> Callable[[], None]:
     switch, uid, gid = user.switch, user.host_uid, user.host_gid
 
     def child() -> None:
-        fd = os.open("/proc/self/oom_score_adj", os.O_WRONLY)
-        try:
-            os.write(fd, score)
-        finally:
-            os.close(fd)
+        try:  # (where a container refuses it, the process limit still holds)
+            fd = os.open("/proc/self/oom_score_adj", os.O_WRONLY)
+            try:
+                os.write(fd, score)
+            finally:
+                os.close(fd)
+        except OSError:
+            pass
         if max_processes:
             soft, _hard = resource.getrlimit(resource.RLIMIT_NPROC)
             limit = max_processes if soft == resource.RLIM_INFINITY else min(soft, max_processes)
