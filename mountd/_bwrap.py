@@ -135,7 +135,9 @@ def bind_trees(binds: Sequence[Bind]) -> dict[str, vfs.FileSystem]:
 
 
 def _bind_tree(bind: Bind) -> vfs.FileSystem:
-    tree = vfs.dir_fs(bind.host, read_only=not bind.writable)
+    # What the command writes there lands on the host as the daemon's user (root, for a root
+    # mountd): a set-id bit would hand that user's rights to whoever can reach the directory.
+    tree = vfs.dir_fs(bind.host, read_only=not bind.writable, set_id=False)
     if not bind.hidden:
         return tree
     return vfs.union_fs({ROOT: tree, **{path: vfs.empty_fs() for path in bind.hidden}})

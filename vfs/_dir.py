@@ -247,9 +247,12 @@ def dir_fs(
     read_only: bool = False,
     cross_mounts: bool = False,
     strict: bool = False,
+    set_id: bool = True,
 ) -> DirFileSystem:
     """The host directory ``path`` as a tree rooted at ``/`` (see the module docstring; ``strict``:
     its strict mode, which follows no symlink, crosses no mount and sets no set-id bit).
+    ``set_id=False``: no set-id bit is set through it either (a mode asking for one gets the
+    other bits), for a directory that a less trusted user writes on the host.
 
     Mounts below ``path`` are not part of the tree, as ``find -xdev`` leaves them out: a
     mountpoint is missing for ``stat``/``read``, absent from listings and walks, and
@@ -261,7 +264,9 @@ def dir_fs(
     Raises ``FileNotFoundError``/``NotADirectoryError`` (about the host path) when ``path`` is not
     a directory, and ``PermissionDeniedError`` when it is at or under a guarded mountpoint.
     """
-    return DirFileSystem(path, read_only=read_only, cross_mounts=cross_mounts, strict=strict)
+    return DirFileSystem(
+        path, read_only=read_only, cross_mounts=cross_mounts, strict=strict, set_id=set_id
+    )
 
 
 class DirFileSystem:
@@ -286,6 +291,7 @@ class DirFileSystem:
         "_root",
         "_root_checks_names",
         "_root_mount",
+        "_set_id",
         "_strict",
     )
 
@@ -300,6 +306,7 @@ class DirFileSystem:
         cross_mounts: bool = False,
         use_openat2: bool | None = None,
         strict: bool = False,
+        set_id: bool = True,
     ) -> None:
         host = os.path.abspath(os.fspath(path))
         _refuse_guarded_root(host, guarded_mountpoints())
@@ -330,6 +337,7 @@ class DirFileSystem:
         self._mounts_below: tuple[str, ...] = ()  # its mountpoints below the root (tree paths)
         self._root_checks_names = False  # the root holds a hidden mountpoint
         self._strict = strict
+        self._set_id = set_id and not strict
         self._root_mount = _mount_id(root) if strict else -1
         self._origin: DirFileSystem | None = None
 
@@ -359,6 +367,7 @@ class DirFileSystem:
         view._mounts_below = ()
         view._root_checks_names = False
         view._strict = True
+        view._set_id = False
         view._root_mount = _mount_id(root)
         view._origin = self  # keeps this tree (and its cache's descriptors) alive
         return view
@@ -376,6 +385,7 @@ class DirFileSystem:
     def __repr__(self) -> str:
         flags = ", read_only=True" if self._read_only else ""
         flags += ", strict=True" if self._strict else ""
+        flags += ", set_id=False" if not self._set_id and not self._strict else ""
         flags += ", cross_mounts=True" if self._cross_mounts and not self._strict else ""
         return f"dir_fs({self._real!r}{flags})"
 
@@ -924,8 +934,9 @@ class DirFileSystem:
     # Resolution
 
     def _mode_bits(self, mode: int) -> int:
-        """The permission bits to set for ``mode``: strict mode sets no set-id bit."""
-        return mode & (_NO_SET_ID if self._strict else 0o7777)
+        """The permission bits to set for ``mode``: no set-id bit in strict mode, nor with
+        ``set_id=False``."""
+        return mode & (0o7777 if self._set_id else _NO_SET_ID)
 
     def _refuse_read_only(self, path: str) -> None:
         if self._read_only:

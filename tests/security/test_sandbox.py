@@ -19,6 +19,7 @@ import platform
 import re
 import shutil
 import socket
+import stat
 import subprocess
 import sys
 import threading
@@ -443,6 +444,27 @@ def test_allow_and_ro_bind_host_paths_outside_the_review(
     inside = mountd_run("--allow", str(root), "--", "true", cwd=root)
     assert inside.returncode == 2
     assert "the project, or a directory holding it" in inside.stderr
+
+
+@pytest.mark.mount
+def test_no_set_id_file_lands_in_a_bound_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A bound directory is written on the host by the daemon's user: root, here. A set-uid
+    # copy of python3 there would make root of whoever can reach the directory.
+    home = tmp_path / "home"
+    (home / ".agent").mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    plant = (
+        "cp /usr/bin/python3 $HOME/.agent/py && chmod 4755 $HOME/.agent/py && "
+        "mkdir $HOME/.agent/d && chmod 2775 $HOME/.agent/d && "
+        "touch $HOME/.agent/g && chmod 6711 $HOME/.agent/g && stat -c %a $HOME/.agent/py"
+    )
+    done = mountd_run("--allow", str(home / ".agent"), "--", "sh", "-c", plant,
+                      cwd=project(tmp_path))  # fmt: skip
+    assert output_of(done) == "755\n"  # what the command sees is what the host has
+    for name, mode in (("py", 0o755), ("d", 0o775), ("g", 0o711)):
+        assert stat.S_IMODE((home / ".agent" / name).stat().st_mode) == mode, name
 
 
 @pytest.mark.mount

@@ -78,6 +78,25 @@ def test_strict_mode_follows_no_symlink_and_crosses_no_mount(host: Path, use_ope
     run(body)
 
 
+def test_a_tree_without_set_id_sets_no_set_id_bit(host: Path) -> None:
+    async def body() -> None:
+        tree = vfs.dir_fs(host, set_id=False)
+        assert repr(tree) == f"dir_fs({str(host)!r}, set_id=False)"
+        await tree.mkdir("/shared", 0o2777)
+        handle = await tree.open("/suid", write=True, create=True, mode=0o4755)
+        await handle.close()
+        await tree.setattr("/real", mode=0o6755)
+        await tree.mknod("/fifo", "fifo", mode=0o2644)
+        modes = (("shared", 0o777), ("suid", 0o755), ("real", 0o755), ("fifo", 0o644))
+        for name, mode in modes:
+            assert stat.S_IMODE((host / name).lstat().st_mode) == mode, name
+        assert (await tree.lstat("/suid")).mode == 0o755  # as the host has it
+        await tree.setattr("/suid", mode=0o1755)  # the sticky bit is no set-id bit
+        assert stat.S_IMODE((host / "suid").stat().st_mode) == 0o1755
+
+    run(body)
+
+
 @pytest.mark.mount
 def test_strict_writes_replace_links_and_set_no_set_id_bit(host: Path, tmp_path: Path) -> None:
     async def body() -> None:
