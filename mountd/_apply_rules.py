@@ -104,6 +104,7 @@ from dataclasses import dataclass, field
 
 from vfs import (
     CowFileSystem,
+    InvalidPathError,
     Kind,
     Policy,
     PosixFileSystem,
@@ -384,6 +385,7 @@ SYMLINK_OUT = (
     "follows it on the host reads or writes there"
 )
 SET_ID_ONLY = "only set-id bits change, and apply never sets them"
+UNJUDGED = "could not be judged ({error}): apply writes only what it has judged"
 POLICY_DENIES = "the tree's policy does not let it be written"
 
 
@@ -454,7 +456,10 @@ async def refusals(
     refused: dict[TreeChange, str] = {}
     seen: dict[str, bool] = {}  # directory -> whether git takes it for a repository
     for change in listed:
-        reason = await _own_reason(cow, prefix, change, policy, seen)
+        try:
+            reason = await _own_reason(cow, prefix, change, policy, seen)
+        except Exception as error:  # (an agent's tree must not stop the review: refuse)
+            reason = UNJUDGED.format(error=error)
         if reason is not None:
             refused[change] = reason
     dest = writer_view(cow.lower)
@@ -652,7 +657,10 @@ async def _leads_out(cow: CowFileSystem, path: str) -> bool:
             current.pop()
             continue
         probe = "/" + "/".join([*current, name])
-        kind = (await cow.lstat(probe)).kind
+        try:
+            kind = (await cow.lstat(probe)).kind
+        except InvalidPathError:
+            kind = "missing"  # a name no tree holds (too long): nothing there, ever
         if kind == "missing":
             missing += 1
         elif kind == "symlink":

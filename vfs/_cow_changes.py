@@ -180,8 +180,15 @@ async def _walk(
     *,
     skip: Callable[[str], bool],
 ) -> None:
-    """``lstat`` of every entry beneath ``directory`` (not itself), depth first."""
-    for entry in [entry async for entry in tree.list(directory)]:
+    """``lstat`` of every entry beneath ``directory`` (not itself), depth first (a directory
+    before what it holds). Without recursion: an agent's tree may be deeper than Python's
+    recursion limit."""
+    pending = [iter([entry async for entry in tree.list(directory)])]
+    while pending:
+        entry = next(pending[-1], None)
+        if entry is None:
+            pending.pop()
+            continue
         if skip(entry.path):
             continue
         info = await tree.lstat(entry.path)
@@ -189,7 +196,7 @@ async def _walk(
             continue
         into[entry.path] = info
         if info.kind == "directory":
-            await _walk(tree, entry.path, into, skip=skip)
+            pending.append(iter([entry async for entry in tree.list(entry.path)]))
 
 
 async def same_content(

@@ -1011,3 +1011,31 @@ def test_an_index_emptied_by_the_agent_is_applied_as_git_rebuilds_it(repo: Path)
     assert "(refused" not in done.stderr
     assert host_git(repo, "ls-files").stdout == ""
     assert host_git(repo, "status", "--porcelain").stdout.count("??") == 3  # all untracked
+
+
+# --- 11: a tree made to stop the review -----------------------------------------------------------
+
+
+def test_a_tree_built_to_crash_the_review_is_still_reviewed_and_applied(tmp_path: Path) -> None:
+    # Directories deeper than Python's recursion limit, and a symlink whose target no tree can
+    # hold (a name past 255 bytes), had stopped the review with a traceback: no summary, no
+    # apply, and the session left behind crashed every `--resume` the same way.
+    root = tmp_path / "project"
+    root.mkdir()
+    (root / "a").write_text("x\n")
+    script = (
+        "set -e; echo work >> a; ln -s $(printf '%0300d' 0) long; "
+        "i=0; while [ $i -lt 1100 ]; do mkdir d && cd d; i=$((i+1)); done"
+    )
+    done = mountd_run("--apply", "--", "sh", "-c", script, cwd=root, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert (root / "a").read_text() == "x\nwork\n"
+    assert not (root / "long").is_symlink()  # refused: it can never name anything
+    assert "mountd run: not applied (refused, see above): /long" in done.stderr
+    depth = 0
+    probe = root
+    while (probe / "d").is_dir():
+        probe, depth = probe / "d", depth + 1
+    assert depth == 1100
+    again = mountd_run("--", "true", cwd=root)  # no session was left behind
+    assert again.returncode == 0, again.stderr
