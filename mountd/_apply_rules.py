@@ -11,6 +11,9 @@ not it has a policy of its own.
 
 A change is refused, for the first reason that holds, when:
 
+0. it changes what the host's own git configuration runs or reads from the work tree: the
+   ``core.hooksPath`` directory, a configuration file an ``include.path`` names, or a directory
+   holding either (:mod:`mountd._git_config`);
 1. a path of it (either path of a rename) lies inside a git directory and :data:`GIT_RULES` does
    not apply it (see below);
 2. it makes a symlink that leads into a git directory: its target, as written or as resolved in
@@ -107,13 +110,16 @@ from vfs import (
     InvalidPathError,
     Kind,
     Policy,
+    PolicyFileSystem,
     PosixFileSystem,
     TreeChange,
+    is_under,
     normalize_path,
     posix_view,
 )
 from vfs.lowlevel import (
     ROOT,
+    DirFileSystem,
     add_prefix,
     is_strictly_under,
     parent_path,
@@ -124,6 +130,7 @@ from vfs.lowlevel import (
     writer_view,
 )
 
+from ._git_config import git_runs
 from ._git_index import SYMLINK_MODE, index_entries, judged_entries
 from ._git_objects import loose_object_refusal, pack_refusal, reflog_refusal
 
@@ -455,14 +462,18 @@ async def refusals(
     listed = list(changes)
     refused: dict[TreeChange, str] = {}
     seen: dict[str, bool] = {}  # directory -> whether git takes it for a repository
+    dest = writer_view(cow.lower)
+    host = _host_directory(dest)
+    runs = await git_runs(host) if host is not None and listed else {}
     for change in listed:
         try:
-            reason = await _own_reason(cow, prefix, change, policy, seen)
+            reason = _run_by_git(change, runs) or await _own_reason(
+                cow, prefix, change, policy, seen
+            )
         except Exception as error:  # (an agent's tree must not stop the review: refuse)
             reason = UNJUDGED.format(error=error)
         if reason is not None:
             refused[change] = reason
-    dest = writer_view(cow.lower)
     while True:
         chosen = [c for c in listed if c not in refused]
         more: dict[TreeChange, str] = {}
@@ -477,6 +488,26 @@ async def refusals(
         if not more:
             return refused
         refused.update(more)
+
+
+def _host_directory(dest: PosixFileSystem) -> str | None:
+    """The host directory apply writes to, when it is one."""
+    if isinstance(dest, PolicyFileSystem):
+        dest = posix_view(dest.tree)
+    return dest.host_root if isinstance(dest, DirFileSystem) else None
+
+
+def _run_by_git(change: TreeChange, runs: dict[str, str]) -> str | None:
+    """Why ``change`` touches what the host's git runs or reads (:mod:`mountd._git_config`):
+    a change at such a path, beneath it, or at a directory holding it (a symlink there would
+    send git elsewhere)."""
+    for path in (change.path, change.old_path):
+        if path is None:
+            continue
+        for protected, reason in runs.items():
+            if is_under(path, protected) or is_under(protected, path):
+                return reason
+    return None
 
 
 async def bare_repository(cow: CowFileSystem, path: str, seen: dict[str, bool]) -> str | None:

@@ -1039,3 +1039,70 @@ def test_a_tree_built_to_crash_the_review_is_still_reviewed_and_applied(tmp_path
     assert depth == 1100
     again = mountd_run("--", "true", cwd=root)  # no session was left behind
     assert again.returncode == 0, again.stderr
+
+
+# --- 12: what the host's own git configuration runs from the work tree ----------------------------
+
+
+@pytest.mark.parametrize(
+    "setup",
+    [
+        pytest.param(["core.hooksPath", ".githooks"], id="hooksPath"),
+        pytest.param(["core.hooksPath", "tools/hooks"], id="hooksPath-nested"),
+        pytest.param(["include.path", "../.gitconfig"], id="included-config"),
+    ],
+)
+def test_what_the_host_s_git_runs_from_the_work_tree_is_refused(
+    repo: Path, marker: Path, tmp_path: Path, setup: list[str]
+) -> None:
+    # Husky, lefthook-style .githooks and shared .gitconfig files: the host's configuration
+    # (which the agent cannot change) points git at files in the work tree (which it can).
+    key, value = setup
+    if key == "include.path":
+        (repo / ".gitconfig").write_text("[user]\n\tname = shared\n")
+        script = (
+            "printf '[core]\\n\\thooksPath = hooks\\n' >> .gitconfig; mkdir hooks; "
+            f"{hook(marker)} hooks/pre-commit; chmod +x hooks/pre-commit"
+        )
+        planted = "/.gitconfig"
+    else:
+        hooks = repo / value
+        hooks.mkdir(parents=True)
+        (hooks / "pre-commit").write_text("#!/bin/sh\nexit 0\n")
+        (hooks / "pre-commit").chmod(0o755)
+        script = f"{hook(marker)} {value}/pre-commit"
+        planted = f"/{value}/pre-commit"
+    git(repo, "config", key, value)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "shared set-up")
+    copy = potent(repo, tmp_path, script)
+    assert host_git(copy, "commit", "-q", "--allow-empty", "-m", "x").returncode == 0
+    assert marker.exists()  # the attack is real: written, the hook runs on the next commit
+    marker.unlink()
+
+    done = mountd_run("--apply", "--", "sh", "-c", "set -e; " + script, cwd=repo)
+    assert done.returncode == 0, done.stderr
+    refused = [line for line in summary_lines(done.stderr) if line.startswith(f"  M {planted} ")]
+    assert refused and "(refused: git " in refused[0], done.stderr
+    assert host_git(repo, "commit", "-q", "--allow-empty", "-m", "host").returncode == 0
+    assert not marker.exists()
+
+
+def test_a_symlink_in_place_of_the_hooks_directory_s_parent_is_refused(
+    repo: Path, marker: Path
+) -> None:
+    hooks = repo / "tools" / "hooks"
+    hooks.mkdir(parents=True)
+    (hooks / "pre-commit").write_text("#!/bin/sh\nexit 0\n")
+    (hooks / "pre-commit").chmod(0o755)
+    git(repo, "config", "core.hooksPath", "tools/hooks")
+    script = (
+        f"set -e; mkdir -p evil/hooks; {hook(marker)} evil/hooks/pre-commit; "
+        "chmod +x evil/hooks/pre-commit; rm -rf tools; ln -s evil tools"
+    )
+    done = mountd_run("--apply", "--", "sh", "-c", script, cwd=repo)
+    assert done.returncode == 0, done.stderr
+    assert "refused: git runs the hooks here (core.hooksPath in " in done.stderr
+    assert not (repo / "tools").is_symlink()
+    assert host_git(repo, "commit", "-q", "--allow-empty", "-m", "host").returncode == 0
+    assert not marker.exists()
