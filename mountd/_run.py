@@ -107,6 +107,7 @@ from ._review import (
 from ._sandbox import conflicts, host_layout, sandbox_dir, sandbox_root
 from ._serve import fuse_hint
 from ._sessions import Session, SessionError, open_session, sessions_dir
+from ._terminal import kept_terminal
 from ._warm import NO_WARM_HELP
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -270,7 +271,10 @@ async def _run(
             try:
                 async with mounted(root, mountpoint, options):
                     tune_for_serving()  # this process exists to serve the sandbox's root
-                    status = await _run_command(lambda: start(bwrap, sandbox, files, env), signals)
+                    with kept_terminal():
+                        status = await _run_command(
+                            lambda: start(bwrap, sandbox, files, env), signals
+                        )
             except (OSError, RuntimeError) as error:
                 raise RunFailure(
                     f"serving the sandbox root at {mountpoint} failed: {error}{fuse_hint()}"

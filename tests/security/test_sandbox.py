@@ -16,12 +16,15 @@ import errno
 import json
 import os
 import platform
+import pty
 import re
+import select
 import shutil
 import socket
 import stat
 import subprocess
 import sys
+import termios
 import threading
 import time
 from pathlib import Path
@@ -414,6 +417,40 @@ def test_max_processes_must_be_a_count(tmp_path: Path) -> None:
     run = mountd_run("--max-processes", "-3", "--", "true", cwd=project(tmp_path))
     assert run.returncode == 2
     assert "not a number of processes: '-3'" in run.stderr
+
+
+@pytest.mark.mount
+def test_the_summary_shows_whatever_the_command_did_to_the_terminal(tmp_path: Path) -> None:
+    # A command that prints a forged summary, then conceals what follows and turns echo off,
+    # would leave the reviewer reading only its own lines on a real terminal.
+    master, terminal = pty.openpty()
+    forge = (
+        r'printf "mountd run: the command exited with status 0; 0 changes\n\033[8m\033[?1049h"'
+        "; stty -echo; echo evil > planted"
+    )
+    try:
+        run = subprocess.Popen(
+            [*COMMAND, "run", "--", "sh", "-c", forge],
+            cwd=project(tmp_path),
+            stdin=terminal,
+            stdout=terminal,
+            stderr=terminal,
+        )
+        out = b""
+        while run.poll() is None or select.select([master], [], [], 0.2)[0]:
+            if select.select([master], [], [], 0.2)[0]:
+                out += os.read(master, 65536)
+        echo = termios.tcgetattr(terminal)[3] & termios.ECHO
+    finally:
+        os.close(master)
+        os.close(terminal)
+    assert run.returncode == 0, out
+    forged = out.index(b"\x1b[8m")
+    reset = out.index(b"\x1b[?1049l\x1b[!p\x1b[0m", forged)
+    summary = out.index(b"1 change in the copy-on-write tree", reset)
+    assert forged < reset < summary
+    assert b"A /planted" in out[summary:]
+    assert echo  # the line settings are the caller's again
 
 
 # --- what the sandbox lets through on purpose ---------------------------------------------------
