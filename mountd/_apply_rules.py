@@ -132,7 +132,7 @@ from vfs.lowlevel import (
 
 from ._git_config import git_runs
 from ._git_index import SYMLINK_MODE, index_entries, judged_entries
-from ._git_objects import loose_object_refusal, pack_refusal, reflog_refusal
+from ._git_objects import loose_object_refusal, pack_refusal, ref_refusal, reflog_refusal
 
 ANY_ENTRY: frozenset[Kind] = frozenset({"file", "directory", "symlink"})
 ANY_CHANGE = frozenset({"added", "modified", "deleted", "mode_changed"})
@@ -610,6 +610,8 @@ async def _content_reason(cow: CowFileSystem, path: str, relative: str, kind: st
         return await pack_refusal(
             await read_file_bytes(cow, path), await read_file_bytes(cow, pack)
         )
+    if relative in ("HEAD", "packed-refs") or relative.startswith("refs/"):
+        return ref_refusal(relative, await read_file_bytes(cow, path))
     if kind == "modified" and lowered.startswith("logs/"):
         old = await read_file_bytes(posix_view(cow.lower), path)
         return reflog_refusal(relative, old, await read_file_bytes(cow, path))
@@ -716,6 +718,13 @@ def _held_back(change: TreeChange, refused: dict[TreeChange, str]) -> str | None
     """Reason 6: a refused change that this one depends on. A directory's removal is applied
     whole or not at all, and nothing is made inside a directory whose creation is refused."""
     removes = _removes(change)
+    relative = in_git_directory(removes) if removes is not None else None
+    if removes is not None and relative is not None and relative.startswith("refs/"):
+        # git pack-refs deletes the loose refs it packs: without the new packed-refs, those
+        # deletions would drop the branches.
+        packed = removes[: -len(relative)] + "packed-refs"
+        if any(other.path == packed for other in refused):
+            return f"removes a ref that {quoted(packed)}, which is refused, may hold now"
     for other in refused:
         held = _removes(other)
         if removes is not None and held is not None:

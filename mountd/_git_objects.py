@@ -14,12 +14,20 @@ or packs, and never rewrites one in place: see :data:`mountd._apply_rules.GIT_RU
 A reflog is appended to by git in a normal session; a rewritten one changes what ``git stash
 pop``, ``@{1}`` and ``git reflog`` name, unseen: :func:`reflog_refusal` refuses a reflog whose
 new content does not start with its old one.
+
+``HEAD``, a loose ref and ``packed-refs`` must be what git writes (:func:`ref_refusal`): an
+object name, or ``ref: `` and a ref name (``HEAD``, and symbolic refs such as a remote's
+``HEAD``); ``packed-refs`` its header, lines of an object name and a ref name, and peeled
+``^`` lines after them. Any other content makes every later git command on the host fail
+(an unreadable ``HEAD`` is not even a repository to git), and a ref name git refuses (its
+``check-ref-format`` rules) is one git cannot name again.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import re
 import tempfile
 import zlib
 
@@ -76,3 +84,59 @@ def reflog_refusal(relative: str, old: bytes | None, new: bytes) -> str | None:
         f"{quoted(relative)}: a reflog rewritten, not appended to (it changes what git stash "
         "pop and @{N} name)"
     )
+
+
+_OBJECT_NAME = r"(?:[0-9a-f]{40}|[0-9a-f]{64})"
+_REF_VALUE = re.compile(rf"(?:{_OBJECT_NAME}|ref: (?P<target>[^\n]*))\n?")
+_PACKED_LINE = re.compile(rf"(?:(?P<name>{_OBJECT_NAME}) (?P<ref>.*)|\^{_OBJECT_NAME})")
+_PACKED_HEADER = "# pack-refs with:"
+# What a ref name may not hold (git's check-ref-format): control characters, space, ~ ^ : ? *
+# [ and backslash, "..", "@{", "//"; nor a component starting with "." or ending in ".lock".
+_BAD_REF = re.compile(r"[\x00-\x20\x7f~^:?*\[\\]|\.\.|@\{|//|(?:^|/)\.|\.lock(?:/|$)")
+
+
+def valid_ref_name(name: str) -> bool:
+    """Whether git accepts ``name`` as a full ref name (``refs/...``, or ``HEAD``)."""
+    if name == "HEAD":
+        return True
+    return (
+        name.startswith("refs/") and not name.endswith(("/", ".")) and _BAD_REF.search(name) is None
+    )
+
+
+def ref_refusal(relative: str, data: bytes) -> str | None:
+    """Why ``HEAD``, the loose ref or ``packed-refs`` at ``relative`` (in its git directory)
+    holding ``data`` must not be applied, or ``None`` (see the module docstring)."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return f"{quoted(relative)}: not what git writes there (not text)"
+    if relative == "packed-refs":
+        return _packed_refs_refusal(text)
+    if relative != "HEAD" and not valid_ref_name(relative):
+        return f"{quoted(relative)}: a ref name git refuses"
+    found = _REF_VALUE.fullmatch(text)
+    target = found and found.group("target")
+    if found is None or (target is not None and not valid_ref_name(target)):
+        return f"{quoted(relative)}: not what git writes there (an object name or ref: NAME)"
+    return None
+
+
+def _packed_refs_refusal(text: str) -> str | None:
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    if lines and lines[0].startswith(_PACKED_HEADER):
+        lines.pop(0)
+    after_ref = False
+    for number, line in enumerate(lines, start=1):
+        found = _PACKED_LINE.fullmatch(line)
+        peeled = found is not None and found.group("name") is None
+        if (
+            found is None
+            or (peeled and not after_ref)
+            or (not peeled and not valid_ref_name(found.group("ref")))
+        ):
+            return f"packed-refs: line {number} is not what git writes there"
+        after_ref = not peeled
+    return None

@@ -1106,3 +1106,49 @@ def test_a_symlink_in_place_of_the_hooks_directory_s_parent_is_refused(
     assert not (repo / "tools").is_symlink()
     assert host_git(repo, "commit", "-q", "--allow-empty", "-m", "host").returncode == 0
     assert not marker.exists()
+
+
+# --- 13: refs git could no longer read ----------------------------------------------------------
+
+
+def test_refs_as_git_writes_them_are_applied(repo: Path, tmp_path: Path) -> None:
+    # An annotated tag, a remote's symbolic HEAD, everything packed: what real sessions write.
+    script = (
+        "set -e; git tag -a -m t v1; git branch side; "
+        "git symbolic-ref refs/remotes/origin/HEAD refs/remotes/origin/main; "
+        "git update-ref refs/remotes/origin/main HEAD; git pack-refs --all; "
+        "git checkout -q side; git commit -q --allow-empty -m more"
+    )
+    done = mountd_run("--apply", "--", "sh", "-c", script, cwd=repo)
+    assert done.returncode == 0, done.stderr
+    assert "(refused" not in done.stderr, done.stderr
+    assert host_git(repo, "tag").stdout == "v1\n"
+    assert host_git(repo, "symbolic-ref", "HEAD").stdout == "refs/heads/side\n"
+    assert host_git(repo, "cat-file", "-t", "v1").stdout == "tag\n"
+    git(repo, "fsck", "--strict")
+
+
+@pytest.mark.parametrize(
+    ("script", "refused"),
+    [
+        (r"printf 'ref: refs/heads/\377\n' > .git/HEAD", "/.git/HEAD"),
+        ("echo garbage > .git/HEAD", "/.git/HEAD"),
+        ("echo 'ref: ../../outside' > .git/HEAD", "/.git/HEAD"),
+        ("printf '# pack-refs with: peeled\\nzzzz refs/heads/zz\\n' > .git/packed-refs",
+         "/.git/packed-refs"),
+        ("git pack-refs --all; sed -i 's/ refs/ refs\\/x..y/' .git/packed-refs",
+         "/.git/packed-refs"),
+        ("echo nonsense > .git/refs/heads/main", "/.git/refs/heads/main"),
+        ("git rev-parse HEAD > '.git/refs/heads/a..b'", "/.git/refs/heads/a..b"),
+    ],
+)  # fmt: skip
+def test_refs_git_cannot_read_are_refused(repo: Path, script: str, refused: str) -> None:
+    before = manifest(repo)
+    done = mountd_run("--apply", "--", "sh", "-c", script, cwd=repo)
+    assert done.returncode == 0, done.stderr
+    assert f"mountd run: not applied (refused, see above): {refused}" in done.stderr
+    assert host_git(repo, "status").returncode == 0
+    assert host_git(repo, "log", "--oneline").stdout.count("\n") == 1
+    assert {path: entry for path, entry in manifest(repo).items() if ".git" not in path} == {
+        path: entry for path, entry in before.items() if ".git" not in path
+    }
