@@ -32,13 +32,12 @@ like any other.
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
 import hashlib
 import json
 import os
 import secrets
-import shutil
+import subprocess
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -96,15 +95,36 @@ class Session:
         upper = self.upper
         if not upper.is_dir():
             return False
-        for directory, dirnames, filenames in os.walk(upper):
-            if filenames or (directory == str(upper) and set(dirnames) - {_RECORD_DIR}):
-                return True
+        pending = [str(upper)]
+        while pending:  # (no recursion: an agent's tree may be deeper than Python allows)
+            directory = pending.pop()
+            with os.scandir(directory) as entries:
+                for entry in entries:
+                    if not entry.is_dir(follow_symlinks=False):
+                        return True
+                    if directory == str(upper) and entry.name != _RECORD_DIR:
+                        return True
+                    pending.append(entry.path)
         return False
 
     def discard(self) -> None:
         """Remove the session and everything in it."""
-        shutil.rmtree(self.path, ignore_errors=True)
+        remove_tree(self.path)
         self.release()
+
+
+def remove_tree(path: str | os.PathLike[str]) -> None:
+    """Remove ``path`` and everything beneath it, following no symlink and crossing no mount.
+    ``rm`` rather than ``shutil.rmtree``, which recurses once per level in Python: an agent's
+    tree may be deeper than Python's recursion limit."""
+    done = subprocess.run(
+        ["rm", "-rf", "--one-file-system", "--", os.fspath(path)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise SessionError(f"cannot remove {os.fspath(path)}: {done.stderr.strip()}")
 
 
 def open_session(project: str, kind: Kind, *, resume: bool = False, fresh: bool = False) -> Session:
@@ -175,7 +195,7 @@ def _take(
         upper = session.upper
         earlier = upper.is_dir() and any(upper.iterdir())
         if earlier and fresh:
-            shutil.rmtree(upper)
+            remove_tree(upper)
             earlier = False
         upper.mkdir(exist_ok=True, mode=0o700)
         if earlier and not resume:
@@ -296,8 +316,7 @@ def discard_path(path: str | os.PathLike[str]) -> None:
         raise SessionError(f"{session} is not a session directory")
     for _ in range(50):  # a daemon that just exited may still be closing its lock
         if not _in_use(session):
-            with contextlib.suppress(FileNotFoundError):
-                shutil.rmtree(session)
+            remove_tree(session)
             return
         time.sleep(0.1)
     raise SessionError(f"the session {session} is still in use")

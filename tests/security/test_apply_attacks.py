@@ -1041,6 +1041,20 @@ def test_a_tree_built_to_crash_the_review_is_still_reviewed_and_applied(tmp_path
     assert again.returncode == 0, again.stderr
 
 
+def test_a_tree_deeper_than_python_s_limit_leaves_no_session_behind(tmp_path: Path) -> None:
+    root = tmp_path / "project"
+    root.mkdir()
+    (root / "a").write_text("x\n")
+    deep = "i=0; while [ $i -lt 1500 ]; do mkdir d && cd d; i=$((i+1)); done"
+    done = mountd_run("--", "sh", "-c", deep, cwd=root, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    again = mountd_run("--fresh", "--", "sh", "-c", deep, cwd=root, timeout=300)
+    assert again.returncode == 0, again.stderr[-2000:]
+    last = mountd_run("--", "true", cwd=root)  # neither run left its session
+    assert last.returncode == 0, last.stderr
+    assert sorted(os.listdir(root)) == ["a"]
+
+
 # --- 12: what the host's own git configuration runs from the work tree ----------------------------
 
 
