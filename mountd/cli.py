@@ -606,7 +606,7 @@ def _prepare_mountpoint(mountpoint_arg: str) -> tuple[str, bool]:
         _say(f"cleared a {health} mount at {path}")
     if os.path.lexists(path) and not os.path.isdir(path):
         raise Failure(f"mountpoint is not a directory: {path}")
-    if os.path.isdir(path) and any(os.scandir(path)):
+    if os.path.isdir(path) and _holds_anything(path):
         raise Failure(
             f"{path} is not empty: the mount would hide what it holds; mount on an empty directory"
         )
@@ -1020,7 +1020,7 @@ def _fork(path: str, number: int, new_arg: str, *, json_output: bool) -> int:
     if registry.mount_at(new) is not None:
         raise Failure(f"{new} is already a mount: a fork is mounted on an empty directory")
     if os.path.lexists(new) and (
-        os.path.islink(new) or not os.path.isdir(new) or any(os.scandir(new))
+        os.path.islink(new) or not os.path.isdir(new) or _holds_anything(new)
     ):
         raise Failure(f"{new} is not an empty directory: a fork is mounted on an empty one")
     payload = {"op": "checkpoint", "action": "fork", "number": number, "mountpoint": new}
@@ -1289,3 +1289,8 @@ def _duration(seconds: float) -> str:
     hours, rest = divmod(seconds, 3600)
     minutes, secs = divmod(rest, 60)
     return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s"
+
+
+def _holds_anything(directory: str) -> bool:
+    with os.scandir(directory) as entries:  # (closed now, not when collected)
+        return any(entries)
