@@ -1102,6 +1102,48 @@ def test_what_the_host_s_git_runs_from_the_work_tree_is_refused(
     assert not marker.exists()
 
 
+@pytest.mark.parametrize(
+    ("config", "planted", "plant"),
+    [
+        pytest.param(
+            ["diff.lock.textconv", "./scripts/conv.sh"], "/scripts/conv.sh",
+            "printf '#!/bin/sh\\ntouch {marker}\\ncat \"$1\"\\n' > scripts/conv.sh",
+            id="textconv",
+        ),
+        pytest.param(
+            ["diff.lock.textconv", "python3 -m conv"], "/conv.py",
+            "printf 'import sys\\nopen(\"{marker}\", \"w\")\\n"
+            "sys.stdout.write(open(sys.argv[1]).read())\\n' > conv.py",
+            id="python-module",
+        ),
+    ],
+)  # fmt: skip
+def test_a_command_the_host_s_git_runs_from_the_work_tree_is_refused(
+    repo: Path, marker: Path, tmp_path: Path, config: list[str], planted: str, plant: str
+) -> None:
+    (repo / "scripts").mkdir()
+    (repo / "scripts" / "conv.sh").write_text('#!/bin/sh\ncat "$1"\n')
+    (repo / "scripts" / "conv.sh").chmod(0o755)
+    (repo / ".gitattributes").write_text("*.lock diff=lock\n")
+    (repo / "deps.lock").write_text("v1\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "a textconv")
+    git(repo, "config", *config)
+    script = plant.format(marker=marker) + "; echo v2 > deps.lock"
+    copy = potent(repo, tmp_path, script)
+    host_git(copy, "diff", "deps.lock")
+    assert marker.exists()  # the attack is real: written, the host's git diff runs it
+    marker.unlink()
+
+    done = mountd_run("--apply", "--", "sh", "-c", script, cwd=repo)
+    assert done.returncode == 0, done.stderr
+    assert f"mountd run: not applied (refused, see above): {planted}" in done.stderr
+    assert "(refused: git runs this as diff.lock.textconv (in " in done.stderr
+    assert (repo / "deps.lock").read_text() == "v2\n"  # the rest is applied
+    host_git(repo, "diff", "deps.lock")
+    assert not marker.exists()
+
+
 def test_a_symlink_in_place_of_the_hooks_directory_s_parent_is_refused(
     repo: Path, marker: Path
 ) -> None:
