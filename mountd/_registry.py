@@ -33,6 +33,7 @@ import hashlib
 import json
 import os
 import shutil
+import stat
 import subprocess
 import tempfile
 import threading
@@ -134,6 +135,40 @@ def canonical(path: str | os.PathLike[str]) -> str:
             return candidate  # not a symlink (nor a mountpoint), or missing
         path = os.path.normpath(os.path.join(os.path.dirname(candidate), target))
     return os.path.realpath(path)  # a symlink loop: let realpath say what it makes of it
+
+
+def untrusted_link(path: str | os.PathLike[str]) -> str | None:
+    """The first symlink on the way to ``path`` that the kernel's ``protected_symlinks`` rule
+    would not let this user follow: one in a sticky directory anyone can write (``/tmp``),
+    owned by neither this user nor that directory's owner. Mounting there would mount (and
+    make directories) where another user chose: root's ``mountd mount /tmp/x`` over a planted
+    ``/tmp/x -> /etc/cron.d``. The rule is checked here whatever the sysctl says, since
+    :func:`canonical` reads the final symlink itself."""
+    pending = [name for name in os.path.abspath(os.fspath(path)).split("/") if name]
+    current = "/"
+    hops = 0
+    while pending:
+        name = pending.pop(0)
+        here = os.path.join(current, name)
+        try:
+            info = os.lstat(here)
+        except OSError:
+            return None  # missing from here on: mountd makes it
+        if not stat.S_ISLNK(info.st_mode):
+            current = here
+            continue
+        parent = os.lstat(current)
+        shared = parent.st_mode & stat.S_ISVTX and parent.st_mode & stat.S_IWOTH
+        if shared and info.st_uid not in (os.geteuid(), parent.st_uid):
+            return here
+        hops += 1
+        if hops > _MAX_LINKS:
+            return None  # a loop: the mount fails on its own
+        target = os.readlink(here)
+        if target.startswith("/"):
+            current = "/"
+        pending[:0] = [part for part in target.split("/") if part]
+    return None
 
 
 # ENOTCONN once the daemon's /dev/fuse descriptor is gone; ECONNABORTED when the connection was
@@ -249,13 +284,17 @@ def state_dir(*, create: bool = False) -> Path:
     if create:
         with contextlib.suppress(FileExistsError):
             path.mkdir(mode=0o700, parents=False)
+    try:
         info = path.lstat()
-        if not path.is_dir() or path.is_symlink() or info.st_uid != os.geteuid():
-            raise PermissionError(
-                f"state directory {path} is not a directory owned by uid {os.geteuid()}"
-            )
-        if info.st_mode & 0o077:
-            path.chmod(0o700)
+    except FileNotFoundError:
+        return path  # (nothing to read from yet)
+    # Also when only reading: in /tmp another user may have made it first, to plant state.
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid():
+        raise PermissionError(
+            f"state directory {path} is not a directory owned by uid {os.geteuid()}"
+        )
+    if create and info.st_mode & 0o077:
+        path.chmod(0o700)
     return path
 
 

@@ -590,6 +590,7 @@ def _factory_function(reference: str) -> Callable[[], Any]:
 def _prepare_mountpoint(mountpoint_arg: str) -> tuple[str, bool]:
     """Clear a dead mount of ours, refuse a live one, create the directory; the canonical path,
     and whether this made the directory."""
+    _refuse_untrusted_link(mountpoint_arg)
     path = registry.canonical(mountpoint_arg)
     while (entry := registry.mount_at(path)) is not None:
         health = registry.probe(path)
@@ -1016,6 +1017,7 @@ def _fork(path: str, number: int, new_arg: str, *, json_output: bool) -> int:
     new session of its project, and a second daemon serves that session at ``new_arg``."""
     from ._sessions import SessionError, discard_path
 
+    _refuse_untrusted_link(new_arg)
     new = registry.canonical(new_arg)
     if registry.mount_at(new) is not None:
         raise Failure(f"{new} is already a mount: a fork is mounted on an empty directory")
@@ -1294,3 +1296,12 @@ def _duration(seconds: float) -> str:
 def _holds_anything(directory: str) -> bool:
     with os.scandir(directory) as entries:  # (closed now, not when collected)
         return any(entries)
+
+
+def _refuse_untrusted_link(mountpoint: str) -> None:
+    link = registry.untrusted_link(mountpoint)
+    if link is not None:
+        raise Failure(
+            f"{mountpoint}: {link} is a symlink another user made in a directory anyone can "
+            "write; mount on the directory it leads to by its own path, if you mean it"
+        )

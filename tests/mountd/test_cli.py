@@ -391,6 +391,46 @@ def test_a_directory_that_holds_files_is_not_a_mountpoint(tmp_path: Path) -> Non
     assert (mnt / "mine").read_text() == "data\n"
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="gives a symlink to another user: needs root")
+def test_a_symlink_another_user_planted_in_tmp_is_not_a_mountpoint(
+    tmp_path: Path, mnt: Path
+) -> None:
+    # Root's `mountd mount /tmp/agentroot` over another user's /tmp/agentroot -> /etc/x had
+    # made /etc/x and mounted the project there.
+    shared = tmp_path / "tmp"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    protected = tmp_path / "root-only"
+    protected.mkdir(mode=0o700)
+    planted = shared / "agentroot"
+    planted.symlink_to(protected / "made-by-root")
+    os.lchown(planted, 4242, 4242)
+    result = mountd("mount", "--daemon", str(planted), cwd=tmp_path)
+    assert (result.returncode, result.stderr) == (
+        1,
+        f"mountd: {planted}: {planted} is a symlink another user made in a directory anyone "
+        "can write; mount on the directory it leads to by its own path, if you mean it\n",
+    )
+    assert not (protected / "made-by-root").exists()
+    os.lchown(planted, os.geteuid(), os.getegid())  # one of the caller's own is followed
+    assert registry.untrusted_link(planted) is None
+    os.lchown(planted, 4242, 4242)
+    shared.chmod(0o777)  # (the kernel's rule, and this one, cover sticky directories only)
+    assert registry.untrusted_link(planted) is None
+
+
+def test_another_user_s_state_directory_is_not_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runtime = tmp_path / "runtime"
+    (runtime / "agentroot-mountd").mkdir(parents=True)
+    os.chown(runtime / "agentroot-mountd", 4242, 4242)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
+    result = mountd("status")
+    assert result.returncode == 1
+    assert "is not a directory owned by uid" in result.stderr
+
+
 def start_foreground(project: Path, mnt: Path, *, ignore_sigint: bool) -> subprocess.Popen[str]:
     """`mountd mount` in the foreground; returns once it printed its start line. With
     ``ignore_sigint`` it starts with SIGINT ignored, as `cmd &` in a non-interactive shell does."""
