@@ -1123,7 +1123,10 @@ def _refuse_paths_without_changes(mountpoint: str, changes: dict[str, Any]) -> N
     would apply nothing and say so quietly), and nothing is applied."""
     from . import _control as control
 
-    listed = control.request(mountpoint, changes, timeout=COW_TIMEOUT).get("changes", [])
+    reply = control.request(mountpoint, changes, timeout=COW_TIMEOUT)
+    if not reply.get("ok"):  # (the listing failed: say why, not that nothing changed)
+        raise Failure(str(reply.get("error", "the daemon refused the request")))
+    listed = reply.get("changes", [])
     for wanted in changes["paths"]:
         if not any(
             other is not None and is_under(other, wanted)
