@@ -107,7 +107,7 @@ from ._review import (
 from ._sandbox import conflicts, host_layout, sandbox_dir, sandbox_root
 from ._serve import fuse_hint
 from ._sessions import Session, SessionError, open_session, sessions_dir
-from ._terminal import kept_terminal
+from ._terminal import kept_terminal, write_diff
 from ._warm import NO_WARM_HELP
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -423,9 +423,7 @@ async def _report(
         if request.diff:
             outside = outside_git(changes, refused)
             if outside:
-                text = await found.cow.diff(outside)
-                sys.stdout.write(text if not text or text.endswith("\n") else text + "\n")
-                sys.stdout.flush()
+                write_diff(await found.cow.diff(outside))
     if denied:
         _say(f"{len(denied)} access{'es' if len(denied) != 1 else ''} denied by policy:")
         for entry in denied:

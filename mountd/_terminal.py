@@ -7,15 +7,22 @@ of its own, so that the reviewer reads only that. :func:`kept_terminal` records 
 line settings before the command and, when the command has ended, puts them back and resets
 what escape sequences changed (DEC's soft reset, which leaves the screen's text where it is),
 so the real summary is shown as printed.
+
+What the agent wrote reaches the terminal in a diff too: a line ``curl ... | sh`` followed by
+one that moves the cursor up and erases it shows the reviewer only the second. :func:`write_diff`
+shows control characters visibly (``^[``, ``^M``) when it writes to a terminal, as ``less``
+(git's pager) does; to a file or a pipe, the diff is written as it is, to be applied.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import re
 import sys
 import termios
 from collections.abc import Iterator
+from typing import TextIO
 
 # Leave the alternate screen, soft reset (character attributes, scroll region, origin and insert
 # modes, cursor shown), then the same plainly for terminals without DECSTR; and the colours
@@ -52,3 +59,29 @@ def _is_terminal(fd: int) -> bool:
         return os.isatty(fd)
     except OSError:
         return False
+
+
+# C0 controls but tab and newline, DEL, and the C1 controls (a terminal may take U+009B for CSI).
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f\x80-\x9f]")
+
+
+def visible(text: str) -> str:
+    """``text`` with its control characters shown in caret notation (``^[`` for ESC)."""
+    return _CONTROLS.sub(_caret, text)
+
+
+def _caret(found: re.Match[str]) -> str:
+    code = ord(found.group())
+    if code < 0x20:
+        return "^" + chr(code + 0x40)
+    return "^?" if code == 0x7F else f"<U+{code:04X}>"
+
+
+def write_diff(text: str, stream: TextIO | None = None) -> None:
+    """Write the diff ``text`` (with a final newline) to ``stream`` (stdout): its control
+    characters shown visibly when that is a terminal (see the module docstring)."""
+    out = sys.stdout if stream is None else stream
+    if out.isatty():
+        text = visible(text)
+    out.write(text if not text or text.endswith("\n") else text + "\n")
+    out.flush()

