@@ -186,17 +186,24 @@ class Entries:
         self._seen: dict[str, FileInfo] = {}
 
     async def get(self, path: str) -> FileInfo:
-        known = self._seen.get(path)
+        seen = self._seen
+        known = seen.get(path)
         if known is not None:
             return known
-        if path != ROOT and (await self.get(parent_path(path))).kind != "directory":
-            info = MISSING
-        else:
-            info = await self._tree.lstat(path)
-            if info.special is not None:
+        # The ancestors not looked at yet, then each from the top (a loop, not a call per
+        # level: an agent's tree may be deeper than Python's recursion limit).
+        unknown = [path]
+        while unknown[-1] != ROOT and parent_path(unknown[-1]) not in seen:
+            unknown.append(parent_path(unknown[-1]))
+        for here in reversed(unknown):
+            if here != ROOT and seen[parent_path(here)].kind != "directory":
                 info = MISSING
-        self._seen[path] = info
-        return info
+            else:
+                info = await self._tree.lstat(here)
+                if info.special is not None:
+                    info = MISSING
+            seen[here] = info
+        return seen[path]
 
 
 async def changes_between(

@@ -101,20 +101,22 @@ def differences(
     """``(path, old, new)`` for every path where the two trees hold different nodes (``None``:
     nothing there), in path order; a directory in both is answered (its own attributes may
     differ) and then walked, one only in either is answered with everything beneath it."""
-    if old is new:
-        return
-    yield path, old, new
-    old_children = old.children if isinstance(old, FrozenDir) else {}
-    new_children = new.children if isinstance(new, FrozenDir) else {}
-    if not old_children and not new_children:
-        return
-    # Only the names whose nodes differ (most of a large directory's are the same objects).
-    # (frozen nodes hash by identity, so the items' symmetric difference is exactly that)
-    names = {name for name, _ in old_children.items() ^ new_children.items()}
-    for name in sorted(names):
-        yield from differences(
-            old_children.get(name), new_children.get(name), join_path(path, name)
-        )
+    # Depth first without recursion (an agent's tree may be deeper than Python's limit).
+    pending = [(path, old, new)]
+    while pending:
+        at, before, after = pending.pop()
+        if before is after:
+            continue
+        yield at, before, after
+        old_children = before.children if isinstance(before, FrozenDir) else {}
+        new_children = after.children if isinstance(after, FrozenDir) else {}
+        if not old_children and not new_children:
+            continue
+        # Only the names whose nodes differ (most of a large directory's are the same objects).
+        # (frozen nodes hash by identity, so the items' symmetric difference is exactly that)
+        names = {name for name, _ in old_children.items() ^ new_children.items()}
+        for name in sorted(names, reverse=True):  # (popped in path order)
+            pending.append((join_path(at, name), old_children.get(name), new_children.get(name)))
 
 
 Difference = tuple[str, FrozenNode | None, FrozenNode | None]

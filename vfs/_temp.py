@@ -268,19 +268,25 @@ class _Dir(_Node):
             return self.materialize({})
         raise AttributeError(name)
 
-    def materialize(self, memo: dict[int, _Node]) -> dict[str, _Node]:
+    def materialize(
+        self, memo: dict[int, _Node], linked: list[_Dir] | None = None
+    ) -> dict[str, _Node]:
         """Thaw the children of a directory thawed lazily (``memo``: the linked nodes thawed
-        so far, by frozen node, so that a hard-linked file gets all its names back)."""
+        so far, by frozen node, so that a hard-linked file gets all its names back), and
+        those of every directory beneath that holds a hard link. ``linked``: where to leave
+        those directories instead, for the caller that is thawing them (one loop, not one
+        call per level: an agent's tree may be deeper than Python's recursion limit)."""
         source = self._source
         assert source is not None
         frozen, usage = source
         self._source = None
         children: dict[str, _Node] = {}
         self.children = children
+        beneath: list[_Dir] = [] if linked is None else linked
         for name, child in frozen.children.items():
             node = memo.get(id(child)) if child.linked else None
             if node is None:
-                node = _thawed(child, usage, memo)
+                node = _thawed(child, usage, memo, beneath)
             children[name] = node
             if node.parent is None:
                 node.parent = self
@@ -289,6 +295,9 @@ class _Dir(_Node):
                 node.others = [(self, name)]
             else:
                 node.others.append((self, name))
+        if linked is None:
+            while beneath:
+                beneath.pop().materialize(memo, beneath)
         return children
 
     def add(self, name: str, node: _Node, now: int) -> None:
@@ -428,17 +437,58 @@ def _freeze(node: _Node, found: list[Difference] | None = None, path: str = ROOT
     """The frozen node of ``node`` now: the one it keeps when unchanged, else built from the
     frozen nodes of its children (see vfs._frozen). ``found`` (a directory that was frozen
     before, at ``path``): where to note every difference from the frozen node it was, as
-    :func:`vfs._frozen.differences` would answer them, without walking unchanged names."""
-    frozen = node.frozen
-    if frozen is not None:
-        return frozen
+    :func:`vfs._frozen.differences` would answer them, without walking unchanged names.
+
+    Children are frozen before their parents without recursion (an agent's tree may be deeper
+    than Python's recursion limit): first the nodes to freeze, each with where it notes its
+    differences, in the order a recursive walk would finish them; then each is built."""
+    if node.frozen is not None:
+        return node.frozen
+    order: list[tuple[_Node, list[Difference] | None, str]] = []
+    noting: set[int] = set()  # directories that note their own differences in ``found``
+    pending: list[tuple[_Node, list[Difference] | None, str, bool]] = [(node, found, path, False)]
+    while pending:
+        current, notes, at, children_done = pending.pop()
+        if children_done:
+            order.append((current, notes, at))
+            continue
+        pending.append((current, notes, at, True))
+        if not isinstance(current, _Dir):
+            continue
+        was = current.was
+        if was is None:
+            for child in current.children.values():
+                if child.frozen is None:
+                    pending.append((child, None, ROOT, False))
+            continue
+        before = was.children
+        for name in current.dirty:
+            entry = current.children.get(name)
+            if entry is None or entry.frozen is not None:
+                continue
+            then = before.get(name)
+            if notes is not None and then is not None and _was(entry) is then:
+                # the same directory, changed: it notes its own differences (see _built)
+                noting.add(id(entry))
+                pending.append((entry, notes, join_path(at, name), False))
+            else:
+                pending.append((entry, None, ROOT, False))
+    for current, notes, at in order:
+        if current.frozen is None:  # (a hard-linked file is reached once per name)
+            current.frozen = _built(current, notes, at, noting)
+    assert node.frozen is not None
+    return node.frozen
+
+
+def _built(node: _Node, found: list[Difference] | None, path: str, noting: set[int]) -> FrozenNode:
+    """The frozen node of ``node``, whose children are frozen already (see :func:`_freeze`)."""
     times = (node.mode, node.uid, node.gid, node.atime_ns, node.mtime_ns, node.ctime_ns)
     if isinstance(node, _Dir):
         live = node.children
         was = node.was
         children: dict[str, FrozenNode]
         if was is None:
-            children = {name: child.frozen or _freeze(child) for name, child in live.items()}
+            children = {name: _frozen_child(child) for name, child in live.items()}
             linked = any(child.linked for child in children.values())
         else:  # only the names that changed (see _Dir.was)
             before = was.children
@@ -450,16 +500,12 @@ def _freeze(node: _Node, found: list[Difference] | None = None, path: str = ROOT
                 if child is None:
                     children.pop(name, None)
                     now = None
-                elif child.frozen is not None:
-                    now = children[name] = child.frozen
-                elif found is not None and then is not None and _was(child) is then:
-                    # the same directory, changed: it notes its own differences
-                    child_path = join_path(path, name)
-                    now = children[name] = _freeze(child, found, child_path)
-                    found.append((child_path, then, now))
-                    continue
                 else:
-                    now = children[name] = _freeze(child)
+                    now = children[name] = _frozen_child(child)
+                    if id(child) in noting and found is not None:
+                        # it noted its own differences as it was built
+                        found.append((join_path(path, name), then, now))
+                        continue
                 if found is not None and then is not now:
                     if isinstance(then, FrozenDir) or isinstance(now, FrozenDir):
                         found.extend(differences(then, now, join_path(path, name)))
@@ -471,19 +517,20 @@ def _freeze(node: _Node, found: list[Difference] | None = None, path: str = ROOT
                 linked = any(children[name].linked for name in node.dirty if name in children)
         node.was = None
         node.dirty = set()
-        frozen = FrozenDir(*times, node.serial, linked, children, node.subdirs)
-    elif isinstance(node, _Special):
-        frozen = FrozenFile(
+        return FrozenDir(*times, node.serial, linked, children, node.subdirs)
+    if isinstance(node, _Special):
+        return FrozenFile(
             *times, node.serial, node.others is not None, node.data, node.special, node.rdev
         )
-    elif isinstance(node, _File):
-        frozen = FrozenFile(
-            *times, node.serial, node.others is not None, node.data.freeze(), None, 0
-        )
-    else:
-        assert isinstance(node, _Symlink)
-        frozen = FrozenSymlink(*times, node.serial, node.others is not None, node.target)
-    node.frozen = frozen
+    if isinstance(node, _File):
+        return FrozenFile(*times, node.serial, node.others is not None, node.data.freeze(), None, 0)
+    assert isinstance(node, _Symlink)
+    return FrozenSymlink(*times, node.serial, node.others is not None, node.target)
+
+
+def _frozen_child(child: _Node) -> FrozenNode:
+    frozen = child.frozen
+    assert frozen is not None  # (frozen before its parent)
     return frozen
 
 
@@ -491,9 +538,16 @@ def _was(node: _Node) -> FrozenDir | None:
     return node.was if isinstance(node, _Dir) else None
 
 
-def _thawed(frozen: FrozenNode, usage: Usage | None, memo: dict[int, _Node]) -> _Node:
+def _thawed(
+    frozen: FrozenNode,
+    usage: Usage | None,
+    memo: dict[int, _Node],
+    linked: list[_Dir] | None = None,
+) -> _Node:
     """A new live node showing ``frozen``: a directory's children are thawed when first
-    reached, except where hard links are (their names are found together, through ``memo``)."""
+    reached, except where hard links are (their names are found together, through ``memo``;
+    a directory holding one is thawed now, or left in ``linked`` for the caller to thaw: see
+    :meth:`_Dir.materialize`)."""
     node: _Node
     if isinstance(frozen, FrozenDir):
         directory = _Dir(frozen.mode, frozen.uid, frozen.gid, 0)
@@ -515,7 +569,10 @@ def _thawed(frozen: FrozenNode, usage: Usage | None, memo: dict[int, _Node]) -> 
     node.frozen = frozen
     if frozen.linked:
         if isinstance(node, _Dir):
-            node.materialize(memo)
+            if linked is None:
+                node.materialize(memo)
+            else:
+                linked.append(node)
         else:
             memo[id(frozen)] = node
     return node
@@ -524,31 +581,36 @@ def _thawed(frozen: FrozenNode, usage: Usage | None, memo: dict[int, _Node]) -> 
 def _keep_linked(live: _Dir, current: FrozenDir, target: FrozenDir, memo: dict[int, _Node]) -> None:
     """Put in ``memo`` every hard-linked live node a restore keeps where it is (the same frozen
     node in both states), so that its names elsewhere in ``target`` name it too."""
-    for name, now in current.children.items():
-        if not now.linked:
-            continue
-        then = target.children.get(name)
-        node = live.children[name]
-        if now is then:
-            if isinstance(node, _Dir):
-                for child in _linked_beneath(node):
-                    assert child.frozen is not None
-                    memo[id(child.frozen)] = child
-            else:
-                memo[id(now)] = node
-        elif isinstance(now, FrozenDir) and isinstance(then, FrozenDir):
-            assert isinstance(node, _Dir)
-            _keep_linked(node, now, then, memo)
+    pending = [(live, current, target)]
+    while pending:  # (no recursion: an agent's tree may be deeper than Python's limit)
+        directory, now_dir, then_dir = pending.pop()
+        for name, now in now_dir.children.items():
+            if not now.linked:
+                continue
+            then = then_dir.children.get(name)
+            node = directory.children[name]
+            if now is then:
+                if isinstance(node, _Dir):
+                    for child in _linked_beneath(node):
+                        assert child.frozen is not None
+                        memo[id(child.frozen)] = child
+                else:
+                    memo[id(now)] = node
+            elif isinstance(now, FrozenDir) and isinstance(then, FrozenDir):
+                assert isinstance(node, _Dir)
+                pending.append((node, now, then))
 
 
 def _linked_beneath(directory: _Dir) -> Iterator[_Node]:
-    for child in directory.children.values():
-        frozen = child.frozen
-        if frozen is not None and frozen.linked:
-            if isinstance(child, _Dir):
-                yield from _linked_beneath(child)
-            else:
-                yield child
+    pending = [directory]
+    while pending:
+        for child in pending.pop().children.values():
+            frozen = child.frozen
+            if frozen is not None and frozen.linked:
+                if isinstance(child, _Dir):
+                    pending.append(child)
+                else:
+                    yield child
 
 
 def _within(node: _Dir, ancestor: _Dir) -> bool:
@@ -1340,24 +1402,47 @@ class TempFileSystem:
         entries: builtins.list[str],
         metadata: builtins.list[str],
     ) -> None:
-        if current is target:
-            return
-        now_children, then_children = current.children, target.children
-        # Only the names whose nodes differ (frozen nodes hash by identity).
-        for name in {name for name, _ in now_children.items() ^ then_children.items()}:
-            now, then = now_children.get(name), then_children.get(name)
-            child_path = join_path(path, name)
-            if isinstance(now, FrozenDir) and isinstance(then, FrozenDir):
-                child = live.children[name]
-                assert isinstance(child, _Dir)
-                self._restore_dir(child, child_path, now, then, memo, entries, metadata)
+        # Without recursion (an agent's tree may be deeper than Python's limit); a directory's
+        # own attributes are set after everything beneath it, whose changes would drop them.
+        pending: builtins.list[tuple[_Dir, str, FrozenDir, FrozenDir, bool]] = [
+            (live, path, current, target, False)
+        ]
+        while pending:
+            directory, at, now_dir, then_dir, finish = pending.pop()
+            if finish:
+                self._restored(directory, at, now_dir, then_dir, metadata)
                 continue
-            if now is not None:
-                live.remove(name, 0)
-            if then is not None:
-                node = memo.get(id(then)) if then.linked else None
-                live.add(name, _thawed(then, self._usage, memo) if node is None else node, 0)
-            entries.append(child_path)
+            if now_dir is then_dir:
+                continue
+            pending.append((directory, at, now_dir, then_dir, True))
+            now_children, then_children = now_dir.children, then_dir.children
+            # Only the names whose nodes differ (frozen nodes hash by identity).
+            for name in {name for name, _ in now_children.items() ^ then_children.items()}:
+                now, then = now_children.get(name), then_children.get(name)
+                child_path = join_path(at, name)
+                if isinstance(now, FrozenDir) and isinstance(then, FrozenDir):
+                    child = directory.children[name]
+                    assert isinstance(child, _Dir)
+                    pending.append((child, child_path, now, then, False))
+                    continue
+                if now is not None:
+                    directory.remove(name, 0)
+                if then is not None:
+                    node = memo.get(id(then)) if then.linked else None
+                    if node is None:
+                        node = _thawed(then, self._usage, memo)
+                    directory.add(name, node, 0)
+                entries.append(child_path)
+
+    @staticmethod
+    def _restored(
+        live: _Dir,
+        path: str,
+        current: FrozenDir,
+        target: FrozenDir,
+        metadata: builtins.list[str],
+    ) -> None:
+        """The directory ``live`` holds ``target`` now: its attributes and frozen node too."""
         shown = (current.mode, current.uid, current.gid, current.mtime_ns, current.ctime_ns)
         if shown != (target.mode, target.uid, target.gid, target.mtime_ns, target.ctime_ns):
             metadata.append(path)

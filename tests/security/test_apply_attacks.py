@@ -1016,11 +1016,13 @@ def test_an_index_emptied_by_the_agent_is_applied_as_git_rebuilds_it(repo: Path)
 # --- 11: a tree made to stop the review -----------------------------------------------------------
 
 
-def test_a_tree_built_to_crash_the_review_is_still_reviewed_and_applied(tmp_path: Path) -> None:
+def test_a_tree_built_to_crash_the_review_is_still_reviewed_and_applied(
+    deep_tmp_path: Path,
+) -> None:
     # Directories deeper than Python's recursion limit, and a symlink whose target no tree can
     # hold (a name past 255 bytes), had stopped the review with a traceback: no summary, no
     # apply, and the session left behind crashed every `--resume` the same way.
-    root = tmp_path / "project"
+    root = deep_tmp_path / "project"
     root.mkdir()
     (root / "a").write_text("x\n")
     script = (
@@ -1041,8 +1043,8 @@ def test_a_tree_built_to_crash_the_review_is_still_reviewed_and_applied(tmp_path
     assert again.returncode == 0, again.stderr
 
 
-def test_a_tree_deeper_than_python_s_limit_leaves_no_session_behind(tmp_path: Path) -> None:
-    root = tmp_path / "project"
+def test_a_tree_deeper_than_python_s_limit_leaves_no_session_behind(deep_tmp_path: Path) -> None:
+    root = deep_tmp_path / "project"
     root.mkdir()
     (root / "a").write_text("x\n")
     deep = "i=0; while [ $i -lt 1500 ]; do mkdir d && cd d; i=$((i+1)); done"

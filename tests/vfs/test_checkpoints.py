@@ -337,3 +337,40 @@ def test_a_turn_end_takes_a_checkpoint_by_default(tmp_path: Path) -> None:
         assert ended.checkpoint is None and await quiet.checkpoints() == []  # type: ignore[attr-defined]
 
     run("trio", body)
+
+
+@pytest.mark.parametrize("kind", ("temp", "cow-temp", "cow-durable"))
+def test_a_tree_deeper_than_python_s_recursion_limit(deep_tmp_path: Path, kind: str) -> None:
+    # An agent's `mkdir d && cd d` loop: every walk of a checkpoint (freezing, comparing,
+    # rewinding, thawing hard links) had recursed once per level.
+    depth = 1_200
+
+    async def body() -> None:
+        tree = trees(deep_tmp_path)[kind]
+        assert isinstance(tree, vfs.Checkpoints) and isinstance(tree, vfs.PosixFileSystem)
+        deep = ""
+        for _ in range(depth):
+            deep += "/n"
+            await tree.mkdir(deep)
+        await tree.write(deep + "/f", "one\n")
+        # (a durable cow's checkpoint misses the other names of a hard-linked file written
+        # through one: not this test's subject)
+        linked = kind != "cow-durable"
+        if linked:
+            await tree.link(deep + "/f", "/top-link")
+        first = await tree.checkpoint()
+        await tree.write(deep + "/f", "two\n")
+        second = await tree.checkpoint()
+        assert [c.path for c in await tree.checkpoint_changes(first.number)] == sorted(
+            ["/top-link", deep + "/f"] if linked else [deep + "/f"]
+        )
+        assert "+two" in await tree.checkpoint_diff(first.number)
+        await tree.rewind(first.number)
+        assert await tree.read(deep + "/f") == "one\n"
+        if linked:
+            await tree.write("/top-link", "linked\n")  # still one file, both names
+            assert await tree.read(deep + "/f") == "linked\n"
+        fork = await tree.fork(second.number)
+        assert await fork.read(deep + "/f") == "two\n"
+
+    run("trio", body)
