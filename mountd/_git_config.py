@@ -68,9 +68,10 @@ _COMMAND_KEY = re.compile("^(" + "|".join(COMMANDS) + ")$")
 
 async def git_runs(host: str) -> dict[str, str]:
     """The paths in the host directory ``host`` (as tree paths) that the host's git runs or
-    reads as configuration, each with why a change there is refused: the hooks directory and
-    every included configuration file inside ``host`` (see the module docstring). Empty when
-    ``host`` is in no repository, or there is no git."""
+    reads as configuration, each with why a change there is refused: the hooks directory,
+    every included configuration file and every program of a configured command inside
+    ``host`` (see the module docstring). Empty when ``host`` is in no repository, or there is
+    no git."""
     top = await _git(["rev-parse", "--show-toplevel"], host)
     if top is None or not top.strip():
         return {}
@@ -92,7 +93,7 @@ async def git_runs(host: str) -> dict[str, str]:
         if key == "core.hookspath":
             hooks = (os.path.join(top, value), source)  # the last one set wins
         elif _COMMAND_KEY.match(key):
-            reason = COMMAND.replace("{key}", key)
+            reason = COMMAND.replace("{key}", key)  # (a driver's name may hold braces)
             for program in _programs(value):
                 _note(found, host, os.path.join(top, program), reason, source)
         else:
@@ -126,7 +127,7 @@ def _note(found: dict[str, str], host: str, path: str, reason: str, origin: str)
     real = os.path.normpath(path)
     if is_under(real, host):
         tree_path = ROOT + os.path.relpath(real, host) if real != host else ROOT
-        found[os.path.normpath(tree_path)] = reason.format(origin=quoted(origin))
+        found[os.path.normpath(tree_path)] = reason.replace("{origin}", quoted(origin))
 
 
 async def _git(args: list[str], cwd: str) -> str | None:

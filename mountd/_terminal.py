@@ -46,12 +46,23 @@ def kept_terminal() -> Iterator[None]:
     try:
         yield
     finally:
-        with contextlib.suppress(termios.error, OSError):
-            if saved is not None:
-                termios.tcsetattr(fd, termios.TCSADRAIN, saved)
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os.write(fd, RESET)
+        # Not from the background (`mountd run ... &`): changing the terminal would stop the
+        # run with SIGTTOU; the foreground process owns the terminal's state then.
+        if not _in_background(fd):
+            with contextlib.suppress(termios.error, OSError):
+                if saved is not None:
+                    termios.tcsetattr(fd, termios.TCSADRAIN, saved)
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os.write(fd, RESET)
+
+
+def _in_background(fd: int) -> bool:
+    """Whether this process is in a background job of the terminal ``fd`` controls."""
+    try:
+        return os.tcgetpgrp(fd) != os.getpgrp()
+    except OSError:
+        return False  # not this process's controlling terminal: no job control applies
 
 
 def _is_terminal(fd: int) -> bool:

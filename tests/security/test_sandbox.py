@@ -457,6 +457,46 @@ def test_the_summary_shows_whatever_the_command_did_to_the_terminal(tmp_path: Pa
     assert echo  # the line settings are the caller's again
 
 
+BACKGROUND_RUN = """
+import os, pty, subprocess, sys
+pid, master = pty.fork()
+if pid == 0:  # the terminal is ours, and we are its foreground: mountd runs in the background
+    run = subprocess.Popen([*sys.argv[1:], "run", "--", "true"], process_group=0)
+    try:
+        print("status", run.wait(timeout=60), flush=True)
+    except subprocess.TimeoutExpired:
+        print("stopped", flush=True)
+        run.kill()
+    os._exit(0)
+out = b""
+while True:
+    try:
+        chunk = os.read(master, 4096)
+    except OSError:
+        break
+    if not chunk:
+        break
+    out += chunk
+os.waitpid(pid, 0)
+sys.stdout.write(out.decode(errors="replace"))
+"""
+
+
+@pytest.mark.mount
+def test_a_run_in_the_background_of_a_terminal_is_not_stopped(tmp_path: Path) -> None:
+    # `mountd run ... &`: giving the terminal back from a background job would stop the run
+    # with SIGTTOU, for good.
+    done = subprocess.run(
+        [sys.executable, "-c", BACKGROUND_RUN, *COMMAND],
+        cwd=project(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert "status 0" in done.stdout, done.stdout + done.stderr
+
+
 @pytest.mark.mount
 def test_a_diff_on_a_terminal_shows_the_escapes_it_holds(tmp_path: Path) -> None:
     # The second line moves the cursor up and erases the first: a reviewer reading the
