@@ -151,12 +151,13 @@ def untrusted_link(path: str | os.PathLike[str]) -> str | None:
         name = pending.pop(0)
         here = os.path.join(current, name)
         try:
-            info = os.lstat(here)
-        except OSError:
-            return None  # missing from here on: mountd makes it
-        if not stat.S_ISLNK(info.st_mode):
-            current = here
+            target = os.readlink(here)  # (not lstat: that would ask a hung mount there)
+        except OSError as error:
+            if error.errno != errno.EINVAL:
+                return None  # missing from here on: mountd makes it
+            current = here  # not a symlink
             continue
+        info = os.lstat(here)  # a symlink: never a mountpoint
         parent = os.lstat(current)
         shared = parent.st_mode & stat.S_ISVTX and parent.st_mode & stat.S_IWOTH
         if shared and info.st_uid not in (os.geteuid(), parent.st_uid):
@@ -164,7 +165,6 @@ def untrusted_link(path: str | os.PathLike[str]) -> str | None:
         hops += 1
         if hops > _MAX_LINKS:
             return None  # a loop: the mount fails on its own
-        target = os.readlink(here)
         if target.startswith("/"):
             current = "/"
         pending[:0] = [part for part in target.split("/") if part]
