@@ -449,7 +449,7 @@ def test_the_summary_shows_whatever_the_command_did_to_the_terminal(tmp_path: Pa
     status, out, echo = on_terminal(["run", "--", "sh", "-c", forge], project(tmp_path))
     assert status == 0, out
     forged = out.index(b"\x1b[8m")
-    reset = out.index(b"\x1b[?1049l\x1b[!p\x1b[0m", forged)
+    reset = out.index(b"\x1b[?1047l\x1b[!p\x1b[0m", forged)
     assert out.index(b"\x1b]110\x07\x1b]111\x07", reset)  # default colours too
     summary = out.index(b"1 change in the copy-on-write tree", reset)
     assert forged < reset < summary
