@@ -27,10 +27,10 @@ from typing import TextIO
 # Leave the alternate screen (1047, not 1049: that one also restores a saved cursor, which
 # a terminal may do on the normal screen too, printing the summary over the top line),
 # soft reset (character attributes, scroll region, origin and insert modes, cursor shown), then
-# the same plainly for terminals without DECSTR; and the colours themselves back to the
-# terminal's own (the palette, default foreground and background: a command could make them
-# the same).
-RESET = b"\x1b[?1047l\x1b[!p\x1b[0m\x1b[r\x1b[?25h\x1b]104\x07\x1b]110\x07\x1b]111\x07"
+# attributes and cursor plainly for terminals without DECSTR (not the scroll region plainly:
+# that moves the cursor home); and the colours themselves back to the terminal's own (the
+# palette, default foreground and background: a command could make them the same).
+RESET = b"\x1b[?1047l\x1b[!p\x1b[0m\x1b[?25h\x1b]104\x07\x1b]110\x07\x1b]111\x07"
 
 
 @contextlib.contextmanager
