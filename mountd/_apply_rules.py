@@ -492,9 +492,8 @@ async def refusals(
 
 def _host_directory(dest: PosixFileSystem) -> str | None:
     """The host directory apply writes to, when it is one."""
-    if isinstance(dest, PolicyFileSystem):
-        dest = posix_view(dest.tree)
-    return dest.host_root if isinstance(dest, DirFileSystem) else None
+    tree = dest.tree if isinstance(dest, PolicyFileSystem) else dest
+    return tree.host_root if isinstance(tree, DirFileSystem) else None
 
 
 def _run_by_git(change: TreeChange, runs: dict[str, str]) -> str | None:
